@@ -1,0 +1,3 @@
+//! The `hoplock` command line.
+
+fn main() {}

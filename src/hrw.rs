@@ -1,0 +1,1 @@
+//! Rendezvous (highest-random-weight) ownership. Being written.

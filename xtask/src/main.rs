@@ -1,0 +1,29 @@
+//! Project tasks, run as `cargo xtask <task>`.
+//!
+//! Each task lives in its own module; this file only dispatches.
+
+use std::process::ExitCode;
+
+mod bench_hrw;
+mod test;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let task = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    let result = match task.as_str() {
+        "test" => test::run(&rest),
+        "bench-hrw" => bench_hrw::run(&rest),
+        _ => {
+            eprintln!("usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask {task}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
