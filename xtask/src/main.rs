@@ -15,7 +15,9 @@ fn main() -> ExitCode {
         "test" => test::run(&rest),
         "bench-hrw" => bench_hrw::run(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table");
+            eprintln!(
+                "usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table"
+            );
             return ExitCode::from(2);
         }
     };

@@ -5,7 +5,15 @@ use std::process::Command;
 
 pub fn run(_args: &[String]) -> Result<(), String> {
     cargo(&["fmt", "--all", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     cargo(&["test", "--workspace", "--all-features"])?;
     Ok(())
 }

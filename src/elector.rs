@@ -1,0 +1,1249 @@
+//! The elector: campaigns for a lease, holds it while leader-only work runs,
+//! and stops that work before the lease can have passed to anyone else.
+//!
+//! The decisions live in the I/O-free [`core`] module; this file is the async
+//! shell that reads and writes the [`Backend`], keeps time through the
+//! [`Clock`] and hands out [`LeaderContext`]s.
+//!
+//! ```
+//! use std::time::Duration;
+//! use hoplock::{Elector, backend::memory::MemoryBackend};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), hoplock::ElectorError> {
+//! let elector = Elector::builder(MemoryBackend::new()).owner("node-a").ttl(Duration::from_secs(10)).build()?;
+//! let term = elector
+//!     .lead(|ctx, lease| async move {
+//!         // Leader-only work goes here; pass `lease.generation` to every
+//!         // downstream write and stop when `ctx` is cancelled.
+//!         assert!(!ctx.is_cancelled());
+//!         lease.generation
+//!     })
+//!     .await?;
+//! assert_eq!(term.output.get(), 1);
+//! assert!(term.end.is_released());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, error, info, warn};
+
+use crate::backend::{Backend, BackendError, Stored, Version};
+use crate::clock::{Clock, Instant, SystemClock};
+use crate::entropy::{Entropy, OsEntropy, random_hex};
+use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES};
+
+pub mod core;
+
+pub use self::core::Policy;
+use self::core::{Core, Decision, Observation, Resolution, Timing};
+
+/// Errors from the elector itself, as opposed to one failed store call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectorError {
+    /// The configuration is invalid; the message says which setting and why.
+    #[error("invalid elector configuration: {0}")]
+    Config(String),
+    /// The store failed in a way retrying cannot fix (it cannot do
+    /// conditional writes, or it is misconfigured).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// An observer saw the stored generation go down: somebody deleted or
+    /// reset the lease key. Fencing tokens from before are no longer ordered
+    /// against new ones; reset the key with a generation floor.
+    #[error(
+        "the stored generation went back from {seen} to {found}: the lease key was deleted or reset"
+    )]
+    GenerationWentBack {
+        /// The highest generation this elector had seen.
+        seen: Generation,
+        /// What the store holds now.
+        found: Generation,
+    },
+    /// The elector was told to stop.
+    #[error("the elector was stopped")]
+    Stopped,
+}
+
+/// Why a term ended without a graceful release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// Renewals did not succeed in time; the lease ran out on the holder's
+    /// own clock, so it stopped before anyone else could take over.
+    Expired,
+    /// Somebody else's write replaced ours.
+    Superseded,
+    /// The lease record vanished.
+    Deleted,
+    /// The store failed in a way retrying cannot fix.
+    Failed(BackendError),
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossReason::Expired => f.write_str("renewals did not succeed before the lease ran out"),
+            LossReason::Superseded => f.write_str("another writer replaced the lease record"),
+            LossReason::Deleted => f.write_str("the lease record was deleted"),
+            LossReason::Failed(err) => write!(f, "the store failed: {err}"),
+        }
+    }
+}
+
+/// How a term ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TermEnd {
+    /// The work finished and the lease was released.
+    Released,
+    /// The work finished, but whether the release reached the store is not
+    /// known. The elector stopped leading anyway; contenders take over once
+    /// the lease runs out.
+    ReleaseUnconfirmed(String),
+    /// Leadership was lost while the work ran; its context was cancelled.
+    Lost(LossReason),
+}
+
+impl TermEnd {
+    /// Whether the release was confirmed by the store.
+    pub fn is_released(&self) -> bool {
+        matches!(self, TermEnd::Released)
+    }
+}
+
+/// A term's result: the work's output and how the term ended.
+#[derive(Debug)]
+pub struct Term<T> {
+    /// What the leader-only work returned.
+    pub output: T,
+    /// The term's fencing token.
+    pub generation: Generation,
+    /// How the term ended.
+    pub end: TermEnd,
+}
+
+/// What a leader knows about its term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token. Send it with every write to guarded resources.
+    pub generation: Generation,
+    /// The owner name this elector campaigns under.
+    pub owner: String,
+    /// This elector's incarnation id.
+    pub incarnation: String,
+}
+
+/// Handed to leader-only work: cancelled when leadership ends, before the
+/// lease can have passed to anyone else.
+#[derive(Clone, Debug)]
+pub struct LeaderContext {
+    generation: Generation,
+    cancelled: watch::Receiver<bool>,
+}
+
+impl LeaderContext {
+    /// The term's fencing token.
+    pub fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// Whether leadership has ended.
+    pub fn is_cancelled(&self) -> bool {
+        *self.cancelled.borrow()
+    }
+
+    /// Completes when leadership ends.
+    pub async fn cancelled(&self) {
+        let mut receiver = self.cancelled.clone();
+        // An error means the sender is gone, which also ends leadership.
+        let _ = receiver.wait_for(|cancelled| *cancelled).await;
+    }
+}
+
+/// Something operators and callers should know about.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// This elector leads. Leader-only work may use `context` until it is
+    /// cancelled.
+    Acquired {
+        /// The term.
+        lease: Lease,
+        /// Cancelled when the term ends.
+        context: LeaderContext,
+    },
+    /// A renewal succeeded.
+    Renewed {
+        /// The term's generation.
+        generation: Generation,
+    },
+    /// A term ended.
+    Lost {
+        /// The term's generation.
+        generation: Generation,
+        /// Why; `None` for a graceful release.
+        reason: Option<LossReason>,
+    },
+    /// Non-fatal trouble: a failing store call, an unreadable record. The
+    /// elector carries on.
+    Error {
+        /// What went wrong.
+        error: BackendError,
+    },
+}
+
+/// What [`Elector::observe`] reports about the lease key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The owner name in the record.
+    pub owner: String,
+    /// The record's generation.
+    pub generation: Generation,
+    /// Whether the record was released.
+    pub released: bool,
+    /// How long this elector has seen this exact version unchanged. A record
+    /// unchanged for longer than its TTL belongs to a holder that has
+    /// stopped.
+    pub unchanged_for: Duration,
+    /// The TTL stated in the record, if any.
+    pub ttl: Option<Duration>,
+}
+
+/// Builds an [`Elector`], validating the configuration.
+///
+/// Defaults: TTL 30 s, renew every TTL/3, poll every TTL/15, a per-request
+/// timeout of TTL/6, a stop margin of TTL/10, a release timeout of 2 s, a
+/// drift bound ρ of 1e-3 and no lock-delay.
+pub struct ElectorBuilder<B> {
+    backend: B,
+    owner: Option<String>,
+    ttl: Duration,
+    renew_interval: Option<Duration>,
+    poll_interval: Option<Duration>,
+    request_timeout: Option<Duration>,
+    stop_margin: Option<Duration>,
+    release_timeout: Duration,
+    drift_bound: f64,
+    lock_delay: Duration,
+    policy: Policy,
+    clock: Option<Arc<dyn Clock>>,
+    entropy: Option<Arc<dyn Entropy>>,
+}
+
+impl<B: Backend> ElectorBuilder<B> {
+    /// The owner name written into the record. Required; free text.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The lease's time to live. Contenders wait this long on their own
+    /// clocks before taking over from a holder that stopped renewing.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the holder renews. Default TTL/3.
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How often a contender reads the key. Default TTL/15; a released lease
+    /// is taken over within one poll.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// How long one store call may take before its outcome counts as
+    /// unknown. Default TTL/6.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// How long before the lease's end the holder's context is cancelled,
+    /// to leave the work time to stop. Default TTL/10.
+    pub fn stop_margin(mut self, margin: Duration) -> Self {
+        self.stop_margin = Some(margin);
+        self
+    }
+
+    /// How long a graceful release may take. Default 2 s.
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
+        self
+    }
+
+    /// ρ: the most any clock's rate may differ from real time, as a
+    /// fraction (1e-3 is 1 ms per second). Offsets between clocks do not
+    /// matter and need no setting. Default 1e-3.
+    pub fn drift_bound(mut self, rho: f64) -> Self {
+        self.drift_bound = rho;
+        self
+    }
+
+    /// After taking over from a holder that did not release, wait this long
+    /// before handing out the leader context, so the old holder's in-flight
+    /// unfenced requests drain. Default zero.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
+    /// The decision policy. Only [`Policy::Safe`] (the default) is for
+    /// production.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The clock. Default: the system clock (tokio time).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The randomness source. Default: the operating system's.
+    pub fn entropy(mut self, entropy: Arc<dyn Entropy>) -> Self {
+        self.entropy = Some(entropy);
+        self
+    }
+
+    /// Validates the configuration and builds the elector. A new incarnation
+    /// id is drawn here.
+    pub fn build(self) -> Result<Elector<B>, ElectorError> {
+        let timing = self.timing()?;
+        let owner = self
+            .owner
+            .ok_or_else(|| ElectorError::Config("an owner name is required".into()))?;
+        if owner.is_empty() || owner.len() > MAX_OWNER_BYTES {
+            return Err(ElectorError::Config(format!(
+                "the owner name must be 1 to {MAX_OWNER_BYTES} bytes"
+            )));
+        }
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
+        let incarnation = random_hex(entropy.as_ref(), 16);
+        let core = Core::new(timing, self.policy, owner.clone(), incarnation.clone());
+        let (stop, _) = watch::channel(false);
+        Ok(Elector {
+            inner: Arc::new(Inner {
+                backend: self.backend,
+                clock,
+                entropy,
+                owner,
+                incarnation,
+                core: Mutex::new(core),
+                campaign: tokio::sync::Mutex::new(()),
+                leading: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
+                observed: Mutex::new(None),
+                subscribers: Mutex::new(Vec::new()),
+                stop,
+            }),
+        })
+    }
+
+    fn timing(&self) -> Result<Timing, ElectorError> {
+        let config = |message: String| Err(ElectorError::Config(message));
+        let ttl = self.ttl;
+        if ttl < Duration::from_millis(10) || ttl > Duration::from_secs(86_400) {
+            return config(format!("TTL {ttl:?} is outside 10ms..24h"));
+        }
+        if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
+            return config(format!(
+                "drift bound {} must be at least 0 and below 0.1",
+                self.drift_bound
+            ));
+        }
+        let timing = Timing {
+            ttl,
+            renew_interval: self.renew_interval.unwrap_or(ttl / 3),
+            poll_interval: self.poll_interval.unwrap_or(ttl / 15),
+            request_timeout: self.request_timeout.unwrap_or(ttl / 6),
+            release_timeout: self.release_timeout,
+            drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
+            stop_margin: self.stop_margin.unwrap_or(ttl / 10),
+            lock_delay: self.lock_delay,
+        };
+        for (name, value) in [
+            ("renew interval", timing.renew_interval),
+            ("poll interval", timing.poll_interval),
+            ("request timeout", timing.request_timeout),
+            ("release timeout", timing.release_timeout),
+        ] {
+            if value.is_zero() {
+                return config(format!("the {name} must be more than zero"));
+            }
+        }
+        if timing.poll_interval > ttl {
+            return config(format!(
+                "the poll interval {:?} is longer than the TTL {ttl:?}",
+                timing.poll_interval
+            ));
+        }
+        let safe = self::core::drift_shrunk(ttl, timing.drift_bound_ppb);
+        let needed = timing.renew_interval + timing.request_timeout + timing.stop_margin;
+        if needed >= safe {
+            return config(format!(
+                "renew interval {:?} + request timeout {:?} + stop margin {:?} = {needed:?} must be less than \
+                 TTL·(1−ρ)/(1+ρ) = {safe:?}, or the lease runs out before a renewal can succeed; \
+                 lengthen the TTL or shorten the others",
+                timing.renew_interval, timing.request_timeout, timing.stop_margin
+            ));
+        }
+        Ok(timing)
+    }
+}
+
+/// Campaigns for one lease key and runs leader-only work while it holds it.
+///
+/// Cloning an `Elector` gives another handle to the same elector (the same
+/// incarnation). Only one campaign runs at a time; a second [`Elector::lead`]
+/// waits for the first.
+///
+/// Dropping a [`Elector::lead`] future or the [`Events`] stream while leading
+/// cancels the leader context at once and makes a best-effort release in a
+/// spawned task (if a tokio runtime is running); the release is not
+/// confirmed to anyone, and contenders fall back to waiting out the TTL if it
+/// does not land.
+pub struct Elector<B> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B> Clone for Elector<B> {
+    fn clone(&self) -> Self {
+        Elector {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B> fmt::Debug for Elector<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Elector")
+            .field("owner", &self.inner.owner)
+            .field("incarnation", &self.inner.incarnation)
+            .field("leading", &self.inner.leading.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<B> {
+    backend: B,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
+    owner: String,
+    incarnation: String,
+    core: Mutex<Core>,
+    /// Held for the whole of a campaign and term.
+    campaign: tokio::sync::Mutex<()>,
+    leading: AtomicBool,
+    generation: AtomicU64,
+    /// The version [`Elector::observe`] last saw, and when it first saw it.
+    observed: Mutex<Option<(Version, Instant)>>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<Event>>>,
+    /// Set once by [`Elector::stop`].
+    stop: watch::Sender<bool>,
+}
+
+/// The current term's state while leading.
+#[derive(Clone, Debug)]
+struct Held {
+    version: Version,
+    record: LeaseRecord,
+    /// When the last successful write was sent.
+    sent_at: Instant,
+    /// When the holder must have stopped acting.
+    ends_at: Instant,
+    /// A renewal whose outcome is not yet known: its nonce and send time.
+    pending: Option<(String, Instant)>,
+}
+
+impl<B: Backend> Elector<B> {
+    /// Starts configuring an elector over `backend`.
+    pub fn builder(backend: B) -> ElectorBuilder<B> {
+        ElectorBuilder {
+            backend,
+            owner: None,
+            ttl: Duration::from_secs(30),
+            renew_interval: None,
+            poll_interval: None,
+            request_timeout: None,
+            stop_margin: None,
+            release_timeout: Duration::from_secs(2),
+            drift_bound: 1e-3,
+            lock_delay: Duration::ZERO,
+            policy: Policy::Safe,
+            clock: None,
+            entropy: None,
+        }
+    }
+
+    /// Whether this elector currently leads. Cheap.
+    pub fn is_leader(&self) -> bool {
+        self.inner.leading.load(Ordering::Acquire)
+    }
+
+    /// The generation of the current term, if leading. Cheap.
+    pub fn current_generation(&self) -> Option<Generation> {
+        self.is_leader()
+            .then(|| Generation(self.inner.generation.load(Ordering::Acquire)))
+    }
+
+    /// The highest generation this elector has read or written.
+    pub fn highest_generation_seen(&self) -> Generation {
+        self.inner.core().highest_seen()
+    }
+
+    /// This elector's incarnation id, new for every elector built.
+    pub fn incarnation(&self) -> &str {
+        &self.inner.incarnation
+    }
+
+    /// The owner name this elector campaigns under.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// A stream of this elector's events from now on.
+    pub fn subscribe(&self) -> Events {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.inner.lock_subscribers().push(sender);
+        Events {
+            receiver,
+            stop: None,
+        }
+    }
+
+    /// Stops the elector: a campaign in progress returns
+    /// [`ElectorError::Stopped`], and a term in progress cancels its context
+    /// and releases once the work returns. Later campaigns return at once.
+    pub fn stop(&self) {
+        self.inner.stop.send_replace(true);
+    }
+
+    /// Reads the lease key once, without campaigning.
+    ///
+    /// Errors with [`ElectorError::GenerationWentBack`] if the stored
+    /// generation is lower than one this elector has seen, so an observer's
+    /// view never moves back.
+    pub async fn observe(&self) -> Result<Option<Observed>, ElectorError> {
+        let inner = &self.inner;
+        let stored = match inner.read().await {
+            Ok(stored) => stored,
+            Err(BackendError::NoLease) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let now = inner.clock.now();
+        let seen = inner.core().highest_seen();
+        if stored.record.generation < seen {
+            return Err(ElectorError::GenerationWentBack {
+                seen,
+                found: stored.record.generation,
+            });
+        }
+        inner.core().saw(stored.record.generation);
+        let mut observed = inner.observed.lock().unwrap_or_else(|p| p.into_inner());
+        let since = match &*observed {
+            Some((version, since)) if *version == stored.version => *since,
+            _ => now,
+        };
+        *observed = Some((stored.version.clone(), since));
+        Ok(Some(Observed {
+            owner: stored.record.owner.clone(),
+            generation: stored.record.generation,
+            released: stored.record.released,
+            unchanged_for: now.saturating_duration_since(since),
+            ttl: stored.record.ttl(),
+        }))
+    }
+
+    /// Campaigns until this elector leads, runs `work(context, lease)`, and
+    /// releases the lease when the work returns.
+    ///
+    /// If leadership is lost while the work runs, its context is cancelled
+    /// before the lease can have passed to anyone else; `lead` then waits
+    /// for the work to return and reports [`TermEnd::Lost`]. Work that
+    /// ignores cancellation keeps running, unfenced: pass the generation to
+    /// every resource it writes, and let those resources reject stale
+    /// generations (see [`crate::fence::Fence`]).
+    ///
+    /// Returns an error only if the store is unusable or the elector was
+    /// stopped before it led.
+    pub async fn lead<F, Fut, T>(&self, work: F) -> Result<Term<T>, ElectorError>
+    where
+        F: FnOnce(LeaderContext, Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lead_until(work, None).await
+    }
+
+    /// [`Elector::lead`], also stopped by `extra_stop`.
+    async fn lead_until<F, Fut, T>(
+        &self,
+        work: F,
+        extra_stop: Option<watch::Receiver<bool>>,
+    ) -> Result<Term<T>, ElectorError>
+    where
+        F: FnOnce(LeaderContext, Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let mut stop = StopSignal {
+            elector: self.inner.stop.subscribe(),
+            extra: extra_stop,
+        };
+        let _campaign = self.inner.campaign.lock().await;
+        let (held, involuntary) = tokio::select! {
+            biased;
+            () = stop.stopped() => return Err(ElectorError::Stopped),
+            result = self.inner.acquire() => result?,
+        };
+        let generation = held.record.generation;
+        let (cancel, cancelled) = watch::channel(false);
+        let context = LeaderContext {
+            generation,
+            cancelled,
+        };
+        let lease = Lease {
+            generation,
+            owner: self.inner.owner.clone(),
+            incarnation: self.inner.incarnation.clone(),
+        };
+        let mut term = TermGuard {
+            inner: self.inner.clone(),
+            held: Some(held),
+            cancel,
+        };
+
+        // The lock-delay runs inside the held term, so the lease is renewed
+        // while it passes; the work starts only afterwards.
+        let lock_delay = if involuntary {
+            self.inner.core().timing.lock_delay
+        } else {
+            Duration::ZERO
+        };
+        let start = self.inner.clock.now();
+        let inner = self.inner.clone();
+        let announced = context.clone();
+        let announce = lease.clone();
+        let work = async move {
+            if !lock_delay.is_zero() {
+                inner.clock.sleep_until(start + lock_delay).await;
+            }
+            inner.begin_term(announce, announced);
+            work(context, lease).await
+        };
+        let mut work = pin!(work);
+        let ended = term.hold(work.as_mut(), &mut stop).await;
+        match ended {
+            HoldEnd::WorkDone(output) => {
+                let end = term.release().await;
+                Ok(Term {
+                    output,
+                    generation,
+                    end,
+                })
+            }
+            HoldEnd::Lost(reason) => {
+                term.lose(reason.clone());
+                let output = work.await;
+                Ok(Term {
+                    output,
+                    generation,
+                    end: TermEnd::Lost(reason),
+                })
+            }
+        }
+    }
+
+    /// Campaigns for as long as the returned stream lives, leading whenever
+    /// it can, and reports every [`Event`]. The leader context comes in
+    /// [`Event::Acquired`]. Dropping the stream releases the lease if held.
+    ///
+    /// Needs a tokio runtime: the campaign runs in a spawned task.
+    pub fn run(&self) -> Events {
+        let mut events = self.subscribe();
+        let (stop_sender, stop) = watch::channel(false);
+        let elector = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let result = elector
+                    .lead_until(
+                        |context, _lease| async move { context.cancelled().await },
+                        Some(stop.clone()),
+                    )
+                    .await;
+                match result {
+                    Ok(_) if !*stop.borrow() => continue,
+                    Ok(_) | Err(ElectorError::Stopped) => return,
+                    Err(ElectorError::Backend(error)) => {
+                        error!(owner = %elector.inner.owner, %error, "the lease store is unusable; campaign ended");
+                        elector.inner.emit(Event::Error { error });
+                        return;
+                    }
+                    Err(other) => {
+                        error!(owner = %elector.inner.owner, error = %other, "campaign ended");
+                        return;
+                    }
+                }
+            }
+        });
+        events.stop = Some(stop_sender);
+        events
+    }
+}
+
+/// Completes once the elector-wide stop or a campaign's own stop is set.
+struct StopSignal {
+    elector: watch::Receiver<bool>,
+    extra: Option<watch::Receiver<bool>>,
+}
+
+impl StopSignal {
+    async fn stopped(&mut self) {
+        let extra = async {
+            match &mut self.extra {
+                Some(extra) => {
+                    let _ = extra.wait_for(|stop| *stop).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = self.elector.wait_for(|stop| *stop) => {}
+            () = extra => {}
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        *self.elector.borrow() || self.extra.as_ref().is_some_and(|extra| *extra.borrow())
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        // Every critical section assigns whole values, so a poisoned lock
+        // still guards a consistent state.
+        self.core
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock_subscribers(&self) -> MutexGuard<'_, Vec<mpsc::UnboundedSender<Event>>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn emit(&self, event: Event) {
+        self.lock_subscribers()
+            .retain(|subscriber| subscriber.send(event.clone()).is_ok());
+    }
+
+    fn timing(&self) -> Timing {
+        self.core().timing.clone()
+    }
+
+    fn nonce(&self) -> String {
+        random_hex(self.entropy.as_ref(), 16)
+    }
+
+    /// A backoff of about `base`, jittered by ±25 % so contenders spread out.
+    fn jittered(&self, base: Duration) -> Duration {
+        let unit = (self.entropy.next_u64() % 1000) as u32; // 0..1000
+        base * (750 + unit / 2) / 1000
+    }
+
+    async fn sleep_for(&self, duration: Duration) {
+        self.clock.sleep_until(self.clock.now() + duration).await;
+    }
+
+    /// Runs a store call under the request timeout. `None` means it timed
+    /// out and was abandoned.
+    async fn timed<T>(&self, call: impl Future<Output = T>) -> Option<T> {
+        let deadline = self.clock.now() + self.timing().request_timeout;
+        tokio::select! {
+            biased;
+            result = call => Some(result),
+            () = self.clock.sleep_until(deadline) => None,
+        }
+    }
+
+    async fn read(&self) -> Result<Stored, BackendError> {
+        self.timed(self.backend.read())
+            .await
+            .unwrap_or_else(|| Err(BackendError::Transient("read timed out".into())))
+    }
+
+    async fn write(
+        &self,
+        expected: Option<&Version>,
+        record: &LeaseRecord,
+    ) -> Result<Version, BackendError> {
+        self.timed(self.backend.write(expected, record))
+            .await
+            .unwrap_or_else(|| Err(BackendError::Ambiguous("write timed out".into())))
+    }
+
+    /// Campaigns until a term is won. Returns the term and whether it was
+    /// taken from a holder that did not release (lock-delay applies).
+    async fn acquire(&self) -> Result<(Held, bool), ElectorError> {
+        let mut due: Option<Decision> = None;
+        loop {
+            let decision = match due.take() {
+                Some(decision) => decision,
+                None => match self.observe_for_campaign().await? {
+                    Some(decision) => decision,
+                    None => {
+                        self.sleep_for(self.timing().poll_interval).await;
+                        continue;
+                    }
+                },
+            };
+            match decision {
+                Decision::Wait { until } => {
+                    let now = self.clock.now();
+                    let poll = now + self.timing().poll_interval;
+                    let wake = until.map_or(poll, |until| until.min(poll));
+                    self.clock.sleep_until(wake).await;
+                    due = self.core().due(self.clock.now());
+                }
+                Decision::Take {
+                    expected,
+                    generation,
+                    involuntary,
+                } => match self.take(expected.as_ref(), generation).await? {
+                    Some(held) => return Ok((held, involuntary)),
+                    None => continue,
+                },
+            }
+        }
+    }
+
+    /// Reads the key and decides. `None` means the read failed in a way
+    /// worth retrying after a poll interval.
+    async fn observe_for_campaign(&self) -> Result<Option<Decision>, ElectorError> {
+        let result = self.read().await;
+        let arrived = self.clock.now();
+        let wall = self.clock.wall();
+        let decision = match &result {
+            Ok(stored) => self
+                .core()
+                .decide(Observation::Record(stored), arrived, wall),
+            Err(BackendError::NoLease) => self.core().decide(Observation::Missing, arrived, wall),
+            Err(err @ BackendError::Corrupt { .. }) => {
+                warn!(owner = %self.owner, error = %err, "lease record is unreadable; not taking over");
+                self.emit(Event::Error { error: err.clone() });
+                self.core().decide(Observation::Corrupt, arrived, wall)
+            }
+            Err(err) if err.is_fatal() => return Err(err.clone().into()),
+            Err(err) => {
+                debug!(owner = %self.owner, error = %err, "reading the lease failed");
+                self.emit(Event::Error { error: err.clone() });
+                return Ok(None);
+            }
+        };
+        Ok(Some(decision))
+    }
+
+    /// Tries to write a new term. `Ok(None)` means not this time.
+    async fn take(
+        &self,
+        expected: Option<&Version>,
+        generation: Generation,
+    ) -> Result<Option<Held>, ElectorError> {
+        let nonce = self.nonce();
+        let record = self
+            .core()
+            .record(generation, self.clock.wall(), nonce.clone(), false);
+        let sent_at = self.clock.now();
+        let result = self.write(expected, &record).await;
+        let version = match result {
+            Ok(version) => version,
+            Err(BackendError::LeaseHeld | BackendError::NoLease) => {
+                // The key changed under us: time the new version from scratch.
+                self.core().forget_watch();
+                return Ok(None);
+            }
+            Err(BackendError::Conflict(_)) => {
+                let pause = self.jittered(self.timing().poll_interval / 4);
+                self.sleep_for(pause).await;
+                return Ok(None);
+            }
+            Err(err @ BackendError::Ambiguous(_)) => {
+                self.emit(Event::Error { error: err });
+                // Never act on an unknown outcome: read back and look for the
+                // nonce. A read that fails leaves it unknown, and then the
+                // next campaign round will find out.
+                match self.read().await {
+                    Ok(stored) if stored.record.nonce == nonce => stored.version,
+                    _ => return Ok(None),
+                }
+            }
+            Err(err) if err.is_fatal() => return Err(err.into()),
+            Err(err) => {
+                self.emit(Event::Error { error: err });
+                self.sleep_for(self.timing().poll_interval).await;
+                return Ok(None);
+            }
+        };
+        let ends_at = self.core().lease_end(sent_at);
+        if self.clock.now() >= ends_at {
+            // The write landed, but so late that the term is already over.
+            return Ok(None);
+        }
+        Ok(Some(Held {
+            version,
+            record,
+            sent_at,
+            ends_at,
+            pending: None,
+        }))
+    }
+
+    fn begin_term(&self, lease: Lease, context: LeaderContext) {
+        self.generation
+            .store(lease.generation.get(), Ordering::Release);
+        self.leading.store(true, Ordering::Release);
+        info!(owner = %self.owner, generation = %lease.generation, "acquired the lease");
+        self.emit(Event::Acquired { lease, context });
+    }
+
+    /// One renewal attempt, with its unknown outcomes resolved where a read
+    /// can resolve them.
+    async fn renew(&self, held: &Held, record: &LeaseRecord, sent_at: Instant) -> Renewal {
+        let result = self.write(Some(&held.version), record).await;
+        match result {
+            Ok(version) => return Renewal::Renewed { version, sent_at },
+            Err(BackendError::NoLease) => return Renewal::Lost(LossReason::Deleted),
+            Err(err) if err.is_fatal() => return Renewal::Lost(LossReason::Failed(err)),
+            Err(BackendError::Transient(message)) => {
+                self.emit(Event::Error {
+                    error: BackendError::Transient(message),
+                });
+                return Renewal::NotApplied;
+            }
+            // LeaseHeld may mean our own earlier, unresolved renewal landed;
+            // Ambiguous and Conflict leave the outcome to be read back.
+            Err(err) => {
+                if !matches!(err, BackendError::LeaseHeld) {
+                    self.emit(Event::Error { error: err });
+                }
+            }
+        }
+        let read = match self.read().await {
+            Ok(stored) => Some(stored),
+            Err(BackendError::NoLease) => None,
+            Err(_) => return Renewal::Unknown,
+        };
+        match self::core::resolve(read.as_ref(), &record.nonce, Some(&held.record.nonce)) {
+            Resolution::Applied(version) => Renewal::Renewed { version, sent_at },
+            Resolution::NotApplied => Renewal::NotApplied,
+            Resolution::Vanished => Renewal::Lost(LossReason::Deleted),
+            Resolution::Superseded => match (&held.pending, read) {
+                // An earlier renewal whose outcome was unknown did land.
+                (Some((nonce, pending_sent_at)), Some(stored)) if stored.record.nonce == *nonce => {
+                    Renewal::Adopt {
+                        version: stored.version,
+                        record: stored.record,
+                        sent_at: *pending_sent_at,
+                    }
+                }
+                _ => Renewal::Lost(LossReason::Superseded),
+            },
+        }
+    }
+}
+
+enum Renewal {
+    Renewed {
+        version: Version,
+        sent_at: Instant,
+    },
+    /// An earlier renewal turned out to have landed.
+    Adopt {
+        version: Version,
+        record: LeaseRecord,
+        sent_at: Instant,
+    },
+    NotApplied,
+    Unknown,
+    Lost(LossReason),
+}
+
+enum HoldEnd<T> {
+    WorkDone(T),
+    Lost(LossReason),
+}
+
+/// Owns a term while it lasts. Dropped while still armed (the `lead` future
+/// was dropped), it cancels the context and releases in the background.
+struct TermGuard<B: Backend> {
+    inner: Arc<Inner<B>>,
+    held: Option<Held>,
+    cancel: watch::Sender<bool>,
+}
+
+impl<B: Backend> TermGuard<B> {
+    /// Renews until the work returns or the term is lost.
+    async fn hold<W: Future>(
+        &mut self,
+        mut work: Pin<&mut W>,
+        stop: &mut StopSignal,
+    ) -> HoldEnd<W::Output> {
+        let inner = self.inner.clone();
+        let timing = inner.timing();
+        let Some(held) = self.held.as_mut() else {
+            return HoldEnd::Lost(LossReason::Expired);
+        };
+        let mut next_renewal = held.sent_at + timing.renew_interval;
+        let mut stop_seen = stop.is_set();
+        if stop_seen {
+            self.cancel.send_replace(true);
+        }
+        loop {
+            // Wait for the renewal time. The lease end comes first in every
+            // select: stopping in time matters more than anything else.
+            tokio::select! {
+                biased;
+                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                output = work.as_mut() => return HoldEnd::WorkDone(output),
+                () = inner.clock.sleep_until(next_renewal) => {}
+                // A stop request cancels the context; the work then returns
+                // and the term is released as usual.
+                () = stop.stopped(), if !stop_seen => {
+                    stop_seen = true;
+                    self.cancel.send_replace(true);
+                    continue;
+                }
+            }
+            let nonce = inner.nonce();
+            let record = inner.core().record(
+                held.record.generation,
+                inner.clock.wall(),
+                nonce.clone(),
+                false,
+            );
+            let sent_at = inner.clock.now();
+            if held.pending.is_none() {
+                held.pending = Some((nonce, sent_at));
+            }
+            let outcome = tokio::select! {
+                biased;
+                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                output = work.as_mut() => return HoldEnd::WorkDone(output),
+                outcome = inner.renew(held, &record, sent_at) => outcome,
+            };
+            let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
+            match outcome {
+                Renewal::Renewed { version, sent_at } => {
+                    held.version = version;
+                    held.record = record;
+                    held.sent_at = sent_at;
+                    held.ends_at = inner.core().lease_end(sent_at);
+                    held.pending = None;
+                    next_renewal = sent_at + timing.renew_interval;
+                    debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
+                    inner.emit(Event::Renewed {
+                        generation: held.record.generation,
+                    });
+                }
+                Renewal::Adopt {
+                    version,
+                    record,
+                    sent_at,
+                } => {
+                    held.version = version;
+                    held.record = record;
+                    held.sent_at = sent_at;
+                    held.ends_at = inner.core().lease_end(sent_at);
+                    held.pending = None;
+                    // The adopted write is older than the attempt just made,
+                    // so renew again soon.
+                    next_renewal = inner.clock.now() + retry;
+                }
+                Renewal::NotApplied => {
+                    held.pending = None;
+                    next_renewal = inner.clock.now() + retry;
+                }
+                Renewal::Unknown => next_renewal = inner.clock.now() + retry,
+                Renewal::Lost(reason) => return HoldEnd::Lost(reason),
+            }
+        }
+    }
+
+    /// Ends the term involuntarily: cancels the context at once.
+    fn lose(&mut self, reason: LossReason) {
+        let generation = self
+            .held
+            .as_ref()
+            .map(|held| held.record.generation)
+            .unwrap_or_default();
+        self.held = None;
+        self.inner.end_term(&self.cancel);
+        info!(owner = %self.inner.owner, %generation, %reason, "lost the lease");
+        self.inner.emit(Event::Lost {
+            generation,
+            reason: Some(reason),
+        });
+    }
+
+    /// Ends the term voluntarily, after the work has returned.
+    async fn release(&mut self) -> TermEnd {
+        let Some(held) = self.held.take() else {
+            return TermEnd::ReleaseUnconfirmed("no term was held".into());
+        };
+        // Stop leading locally first: the release must come after the
+        // guarded work has stopped, never before.
+        self.inner.end_term(&self.cancel);
+        let end = self.inner.release(&held).await;
+        let generation = held.record.generation;
+        match &end {
+            TermEnd::Released => {
+                info!(owner = %self.inner.owner, %generation, "released the lease")
+            }
+            other => {
+                warn!(owner = %self.inner.owner, %generation, end = ?other, "stopped leading; release not confirmed")
+            }
+        }
+        self.inner.emit(Event::Lost {
+            generation,
+            reason: None,
+        });
+        end
+    }
+}
+
+impl<B: Backend> Drop for TermGuard<B> {
+    fn drop(&mut self) {
+        let Some(held) = self.held.take() else { return };
+        self.inner.end_term(&self.cancel);
+        let generation = held.record.generation;
+        warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
+        self.inner.emit(Event::Lost {
+            generation,
+            reason: None,
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let inner = self.inner.clone();
+            runtime.spawn(async move {
+                let _ = inner.release(&held).await;
+            });
+        }
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    fn end_term(&self, cancel: &watch::Sender<bool>) {
+        self.leading.store(false, Ordering::Release);
+        cancel.send_replace(true);
+    }
+
+    /// Writes the released record (or, under the reference policy, deletes
+    /// the record), within the release timeout.
+    async fn release(&self, held: &Held) -> TermEnd {
+        let deadline = self.clock.now() + self.timing().release_timeout;
+        let attempt = async {
+            if self.core().release_deletes() {
+                return match self.backend.delete(&held.version).await {
+                    Ok(()) => TermEnd::Released,
+                    Err(err) => TermEnd::ReleaseUnconfirmed(err.to_string()),
+                };
+            }
+            let nonce = self.nonce();
+            let record = self.core().record(
+                held.record.generation,
+                self.clock.wall(),
+                nonce.clone(),
+                true,
+            );
+            let mut expected = held.version.clone();
+            // At most two attempts: the second only when an earlier renewal
+            // of ours turns out to have landed and changed the version.
+            for _ in 0..2 {
+                match self.backend.write(Some(&expected), &record).await {
+                    Ok(_) => return TermEnd::Released,
+                    Err(BackendError::NoLease) => {
+                        return TermEnd::ReleaseUnconfirmed("the lease record is gone".into());
+                    }
+                    Err(err) => {
+                        let Ok(stored) = self.backend.read().await else {
+                            return TermEnd::ReleaseUnconfirmed(err.to_string());
+                        };
+                        if stored.record.nonce == nonce {
+                            return TermEnd::Released;
+                        }
+                        let ours = held
+                            .pending
+                            .as_ref()
+                            .is_some_and(|(pending, _)| *pending == stored.record.nonce)
+                            || stored.record.nonce == held.record.nonce;
+                        if !ours {
+                            return TermEnd::ReleaseUnconfirmed(
+                                "another writer holds the lease now".into(),
+                            );
+                        }
+                        expected = stored.version;
+                    }
+                }
+            }
+            TermEnd::ReleaseUnconfirmed("the release did not land".into())
+        };
+        tokio::select! {
+            biased;
+            end = attempt => end,
+            () = self.clock.sleep_until(deadline) => TermEnd::ReleaseUnconfirmed("the release timed out".into()),
+        }
+    }
+}
+
+/// A stream of [`Event`]s. Returned by [`Elector::subscribe`] and
+/// [`Elector::run`]; from `run`, dropping it ends the campaign and releases
+/// the lease if held.
+#[derive(Debug)]
+pub struct Events {
+    receiver: mpsc::UnboundedReceiver<Event>,
+    stop: Option<watch::Sender<bool>>,
+}
+
+impl Events {
+    /// The next event, or `None` once the elector is gone.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.receiver.recv().await
+    }
+}
+
+impl futures_core::Stream for Events {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.send_replace(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

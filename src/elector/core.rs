@@ -1,0 +1,547 @@
+//! The elector's decisions, free of I/O.
+//!
+//! The async shell in `elector.rs` reads the store, asks this module what to
+//! do, and carries the answer out. Everything safety rests on (when a
+//! contender may take over, when a holder must stop, which generation to
+//! write, how to read an unknown outcome) is decided here, from values the
+//! shell passes in, so it can be tested without a runtime.
+
+use std::time::{Duration, SystemTime};
+
+use crate::backend::{Stored, Version};
+use crate::clock::Instant;
+use crate::lease::{Generation, LeaseRecord};
+use crate::rfc3339;
+
+/// How the elector decides. [`Policy::Safe`] is the only policy for
+/// production use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Policy {
+    /// The rules in ARCHITECTURE.md: takeover after watching one version for
+    /// its TTL on the contender's own monotonic clock, a holder deadline
+    /// shortened by the drift bound, and release by writing a `released`
+    /// record that keeps the generation.
+    #[default]
+    Safe,
+    /// What the Go hoplock does, kept as a reference to compare against in
+    /// tests and the simulator: a contender compares the record's
+    /// `expires_at` with its own wall clock, a holder acts until its own TTL
+    /// is up with no drift allowance, a record with its own owner name is
+    /// renewed at the same generation, and release deletes the record (so
+    /// the next acquisition starts again at generation 1). **Unsafe.**
+    #[cfg(any(test, feature = "testing"))]
+    WallClockExpiry,
+}
+
+/// The elector's timing, validated by the builder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Timing {
+    pub ttl: Duration,
+    pub renew_interval: Duration,
+    pub poll_interval: Duration,
+    pub request_timeout: Duration,
+    pub release_timeout: Duration,
+    pub drift_bound_ppb: u32,
+    pub stop_margin: Duration,
+    pub lock_delay: Duration,
+}
+
+impl Timing {
+    /// How long a holder may act after sending its last successful write:
+    /// TTL·(1−ρ)/(1+ρ) − margin, on its own monotonic clock.
+    ///
+    /// Why the ratio: a contender waits TTL on a clock that may run fast by
+    /// ρ, so it may act after only TTL/(1+ρ) real seconds counted from a
+    /// moment no earlier than the holder's send. A holder whose clock runs
+    /// slow by ρ sees `d` local seconds pass in up to `d/(1−ρ)` real ones.
+    /// Stopping after TTL·(1−ρ)/(1+ρ) local seconds therefore stops within
+    /// TTL/(1+ρ) real seconds, before any contender can act.
+    pub fn hold_for(&self) -> Duration {
+        drift_shrunk(self.ttl, self.drift_bound_ppb).saturating_sub(self.stop_margin)
+    }
+}
+
+/// `d·(1−ρ)/(1+ρ)` with ρ in parts per billion, in integer arithmetic so the
+/// result is the same on every platform.
+pub(crate) fn drift_shrunk(d: Duration, rho_ppb: u32) -> Duration {
+    let ppb = 1_000_000_000u128;
+    let rho = u128::from(rho_ppb);
+    let nanos = d.as_nanos() * (ppb - rho.min(ppb)) / (ppb + rho);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// What the elector saw when it read the lease key.
+#[derive(Debug)]
+pub(crate) enum Observation<'a> {
+    Missing,
+    Record(&'a Stored),
+    /// A record that does not parse. Never a reason to take over.
+    Corrupt,
+}
+
+/// What to do next while not leading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Write a new term now, conditional on `expected` (`None`: the key must
+    /// not exist).
+    Take {
+        expected: Option<Version>,
+        generation: Generation,
+        involuntary: bool,
+    },
+    /// Not yet. If `until` is set, the lease can be taken then without
+    /// another read, provided the version has not changed (the conditional
+    /// write checks that).
+    Wait { until: Option<Instant> },
+}
+
+/// The version a contender is timing, and since when.
+#[derive(Clone, Debug)]
+struct Watch {
+    /// What a takeover writes against: the watched version, or `None` once
+    /// the key has been seen missing after it.
+    expected: Option<Version>,
+    version: Version,
+    /// Arrival time of the response that first showed `version`.
+    since: Instant,
+    ttl: Duration,
+}
+
+/// How a write whose reply was lost, refused or timed out turned out,
+/// judged from a fresh read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Resolution {
+    /// The stored record carries the nonce of the write in question.
+    Applied(Version),
+    /// The stored record is still the one the write was meant to replace.
+    NotApplied,
+    /// Somebody else's record is stored.
+    Superseded,
+    /// The key is gone.
+    Vanished,
+}
+
+/// Judges an unknown write outcome by the nonce in the record now stored.
+pub(crate) fn resolve(
+    read: Option<&Stored>,
+    written_nonce: &str,
+    previous_nonce: Option<&str>,
+) -> Resolution {
+    match read {
+        None => Resolution::Vanished,
+        Some(stored) if stored.record.nonce == written_nonce => {
+            Resolution::Applied(stored.version.clone())
+        }
+        Some(stored) if previous_nonce == Some(stored.record.nonce.as_str()) => {
+            Resolution::NotApplied
+        }
+        Some(_) => Resolution::Superseded,
+    }
+}
+
+/// The elector's memory between reads: the highest generation seen and the
+/// version being timed.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub timing: Timing,
+    pub policy: Policy,
+    pub owner: String,
+    pub incarnation: String,
+    highest_seen: Generation,
+    watch: Option<Watch>,
+}
+
+impl Core {
+    pub fn new(timing: Timing, policy: Policy, owner: String, incarnation: String) -> Core {
+        Core {
+            timing,
+            policy,
+            owner,
+            incarnation,
+            highest_seen: Generation::ZERO,
+            watch: None,
+        }
+    }
+
+    /// The highest generation this elector has read or written.
+    pub fn highest_seen(&self) -> Generation {
+        self.highest_seen
+    }
+
+    /// Records a generation seen or written elsewhere than through `decide`.
+    pub fn saw(&mut self, generation: Generation) {
+        self.highest_seen = self.highest_seen.max(generation);
+    }
+
+    /// Decides what to do about what a read showed. `arrived` is when the
+    /// response arrived on this elector's monotonic clock; `wall` is its wall
+    /// clock, which only the reference policy looks at.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(unused_variables))]
+    pub fn decide(
+        &mut self,
+        observation: Observation<'_>,
+        arrived: Instant,
+        wall: SystemTime,
+    ) -> Decision {
+        match self.policy {
+            // The safe policy never looks at the wall clock.
+            Policy::Safe => self.decide_safe(observation, arrived),
+            #[cfg(any(test, feature = "testing"))]
+            Policy::WallClockExpiry => self.decide_wall_clock(observation, wall),
+        }
+    }
+
+    fn decide_safe(&mut self, observation: Observation<'_>, arrived: Instant) -> Decision {
+        let next = self.highest_seen.next();
+        match observation {
+            Observation::Corrupt => Decision::Wait { until: None },
+            Observation::Missing => match &mut self.watch {
+                // The key vanished while a holder's term was being timed. The
+                // holder may still believe it leads, so keep timing its term
+                // rather than creating a record at once.
+                Some(watch) => {
+                    watch.expected = None;
+                    self.due(arrived).unwrap_or(Decision::Wait {
+                        until: Some(self.watch_deadline()),
+                    })
+                }
+                None => Decision::Take {
+                    expected: None,
+                    generation: next,
+                    involuntary: false,
+                },
+            },
+            Observation::Record(stored) => {
+                let record = &stored.record;
+                self.saw(record.generation);
+                let next = self.highest_seen.next();
+                if record.released {
+                    self.watch = None;
+                    return Decision::Take {
+                        expected: Some(stored.version.clone()),
+                        generation: next,
+                        involuntary: false,
+                    };
+                }
+                if record.incarnation == self.incarnation {
+                    // Our own earlier term, which this process has already
+                    // stopped acting on: nobody else can hold it, so it can be
+                    // replaced at once, as an involuntary loss.
+                    self.watch = None;
+                    return Decision::Take {
+                        expected: Some(stored.version.clone()),
+                        generation: next,
+                        involuntary: true,
+                    };
+                }
+                let unchanged = self
+                    .watch
+                    .as_ref()
+                    .is_some_and(|watch| watch.version == stored.version);
+                if unchanged {
+                    if let Some(watch) = &mut self.watch {
+                        watch.expected = Some(stored.version.clone());
+                    }
+                } else {
+                    self.watch = Some(Watch {
+                        expected: Some(stored.version.clone()),
+                        version: stored.version.clone(),
+                        since: arrived,
+                        ttl: record.ttl().unwrap_or(self.timing.ttl),
+                    });
+                }
+                self.due(arrived).unwrap_or(Decision::Wait {
+                    until: Some(self.watch_deadline()),
+                })
+            }
+        }
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    fn decide_wall_clock(&mut self, observation: Observation<'_>, wall: SystemTime) -> Decision {
+        match observation {
+            Observation::Corrupt => Decision::Wait { until: None },
+            // The seed starts every new record at generation 1.
+            Observation::Missing => Decision::Take {
+                expected: None,
+                generation: Generation(1),
+                involuntary: false,
+            },
+            Observation::Record(stored) => {
+                let record = &stored.record;
+                self.saw(record.generation);
+                let expected = Some(stored.version.clone());
+                if record.owner == self.owner {
+                    // The seed treats its own owner name as its own lease and
+                    // renews it at the same generation.
+                    return Decision::Take {
+                        expected,
+                        generation: record.generation,
+                        involuntary: false,
+                    };
+                }
+                let expired = record.released
+                    || record
+                        .expires_at_time()
+                        .is_none_or(|expires| expires <= wall);
+                if expired {
+                    Decision::Take {
+                        expected,
+                        generation: record.generation.next(),
+                        involuntary: false,
+                    }
+                } else {
+                    Decision::Wait { until: None }
+                }
+            }
+        }
+    }
+
+    fn watch_deadline(&self) -> Instant {
+        self.watch
+            .as_ref()
+            .map_or(Instant::ZERO, |watch| watch.since + watch.ttl)
+    }
+
+    /// The takeover that is due at `now` without another read, if any: the
+    /// watched version has been unchanged for its TTL.
+    pub fn due(&self, now: Instant) -> Option<Decision> {
+        let watch = self.watch.as_ref()?;
+        (now >= watch.since + watch.ttl).then(|| Decision::Take {
+            expected: watch.expected.clone(),
+            generation: self.highest_seen.next(),
+            involuntary: true,
+        })
+    }
+
+    /// Forgets the version being timed, after a failed takeover showed the
+    /// key changed.
+    pub fn forget_watch(&mut self) {
+        self.watch = None;
+    }
+
+    /// When a holder that sent its last successful write at `sent_at` must
+    /// have stopped.
+    pub fn lease_end(&self, sent_at: Instant) -> Instant {
+        match self.policy {
+            Policy::Safe => sent_at + self.timing.hold_for(),
+            #[cfg(any(test, feature = "testing"))]
+            Policy::WallClockExpiry => sent_at + self.timing.ttl,
+        }
+    }
+
+    /// Whether a graceful release deletes the record instead of writing a
+    /// `released` one.
+    pub fn release_deletes(&self) -> bool {
+        match self.policy {
+            Policy::Safe => false,
+            #[cfg(any(test, feature = "testing"))]
+            Policy::WallClockExpiry => true,
+        }
+    }
+
+    /// The record for a new term or a renewal at `generation`.
+    pub fn record(
+        &mut self,
+        generation: Generation,
+        wall: SystemTime,
+        nonce: String,
+        released: bool,
+    ) -> LeaseRecord {
+        self.saw(generation);
+        LeaseRecord {
+            generation,
+            expires_at: rfc3339::format(wall.checked_add(self.timing.ttl).unwrap_or(wall)),
+            owner: self.owner.clone(),
+            nonce,
+            ttl_ms: Some(u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX)),
+            incarnation: self.incarnation.clone(),
+            released,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            ttl: Duration::from_secs(30),
+            renew_interval: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+            release_timeout: Duration::from_secs(2),
+            drift_bound_ppb: 1_000_000,
+            stop_margin: Duration::from_secs(1),
+            lock_delay: Duration::ZERO,
+        }
+    }
+
+    fn core() -> Core {
+        Core::new(timing(), Policy::Safe, "me".into(), "my-incarnation".into())
+    }
+
+    fn stored(generation: u64, version: &str, incarnation: &str, released: bool) -> Stored {
+        Stored {
+            record: LeaseRecord {
+                generation: Generation(generation),
+                expires_at: "2000-01-01T00:00:00Z".into(),
+                owner: "other".into(),
+                nonce: format!("n-{version}"),
+                ttl_ms: Some(20_000),
+                incarnation: incarnation.into(),
+                released,
+            },
+            version: Version::new(version),
+        }
+    }
+
+    const WALL: SystemTime = SystemTime::UNIX_EPOCH;
+    fn at(secs: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn hold_time_is_shrunk_by_drift_and_margin() {
+        // 30 s · (1 − 0.001) / (1 + 0.001) − 1 s
+        assert_eq!(timing().hold_for().as_nanos(), 28_940_059_940);
+    }
+
+    #[test]
+    fn takes_a_missing_key_at_once_and_a_released_one_at_once() {
+        let mut core = core();
+        assert_eq!(
+            core.decide(Observation::Missing, at(0), WALL),
+            Decision::Take {
+                expected: None,
+                generation: Generation(1),
+                involuntary: false
+            }
+        );
+        let released = stored(4, "v1", "x", true);
+        assert_eq!(
+            core.decide(Observation::Record(&released), at(0), WALL),
+            Decision::Take {
+                expected: Some(Version::new("v1")),
+                generation: Generation(5),
+                involuntary: false
+            }
+        );
+    }
+
+    #[test]
+    fn waits_the_holders_ttl_from_first_arrival_whatever_expires_at_says() {
+        let mut core = core();
+        let live = stored(2, "v1", "x", false);
+        // expires_at is in the distant past; it must not matter.
+        assert_eq!(
+            core.decide(Observation::Record(&live), at(5), WALL),
+            Decision::Wait {
+                until: Some(at(25))
+            }
+        );
+        assert_eq!(
+            core.decide(Observation::Record(&live), at(24), WALL),
+            Decision::Wait {
+                until: Some(at(25))
+            }
+        );
+        assert_eq!(core.due(at(24)), None);
+        let take = Decision::Take {
+            expected: Some(Version::new("v1")),
+            generation: Generation(3),
+            involuntary: true,
+        };
+        assert_eq!(core.due(at(25)), Some(take.clone()));
+        assert_eq!(core.decide(Observation::Record(&live), at(26), WALL), take);
+        // A new version restarts the wait.
+        let renewed = stored(2, "v2", "x", false);
+        assert_eq!(
+            core.decide(Observation::Record(&renewed), at(27), WALL),
+            Decision::Wait {
+                until: Some(at(47))
+            }
+        );
+    }
+
+    #[test]
+    fn a_vanished_key_keeps_the_watched_term_and_never_lowers_the_generation() {
+        let mut core = core();
+        let live = stored(9, "v1", "x", false);
+        core.decide(Observation::Record(&live), at(0), WALL);
+        assert_eq!(
+            core.decide(Observation::Missing, at(1), WALL),
+            Decision::Wait {
+                until: Some(at(20))
+            }
+        );
+        assert_eq!(
+            core.due(at(20)),
+            Some(Decision::Take {
+                expected: None,
+                generation: Generation(10),
+                involuntary: true
+            })
+        );
+    }
+
+    #[test]
+    fn own_incarnation_is_replaced_at_once_and_corrupt_never() {
+        let mut core = core();
+        let mine = stored(3, "v1", "my-incarnation", false);
+        assert!(matches!(
+            core.decide(Observation::Record(&mine), at(0), WALL),
+            Decision::Take {
+                generation: Generation(4),
+                ..
+            }
+        ));
+        assert_eq!(
+            core.decide(Observation::Corrupt, at(100), WALL),
+            Decision::Wait { until: None }
+        );
+        assert_eq!(core.due(at(1000)), None);
+    }
+
+    #[test]
+    fn unknown_outcomes_are_judged_by_nonce() {
+        let s = stored(1, "v7", "x", false);
+        assert_eq!(
+            resolve(Some(&s), "n-v7", Some("old")),
+            Resolution::Applied(Version::new("v7"))
+        );
+        assert_eq!(
+            resolve(Some(&s), "mine", Some("n-v7")),
+            Resolution::NotApplied
+        );
+        assert_eq!(
+            resolve(Some(&s), "mine", Some("old")),
+            Resolution::Superseded
+        );
+        assert_eq!(resolve(None, "mine", None), Resolution::Vanished);
+    }
+
+    #[test]
+    fn the_reference_policy_trusts_expires_at() {
+        let mut core = Core::new(timing(), Policy::WallClockExpiry, "me".into(), "i".into());
+        let live = stored(2, "v1", "x", false); // expires_at in 2000
+        assert!(matches!(
+            core.decide(
+                Observation::Record(&live),
+                at(0),
+                WALL + Duration::from_secs(1 << 31)
+            ),
+            Decision::Take { .. }
+        ));
+        assert_eq!(
+            core.decide(Observation::Missing, at(0), WALL),
+            Decision::Take {
+                expected: None,
+                generation: Generation(1),
+                involuntary: false
+            }
+        );
+    }
+}

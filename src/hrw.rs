@@ -1,1 +1,0 @@
-//! Rendezvous (highest-random-weight) ownership. Being written.

@@ -1,0 +1,443 @@
+//! The prepared member set: member ids hashed once, so a lookup hashes only
+//! the key.
+
+use std::num::NonZeroU32;
+
+use super::capacity;
+use super::fast::{self, Kernel};
+use super::select;
+use super::sha::{IdTail, KeyStream, OneBlock};
+use super::{Member, WeightFn};
+
+/// Whether lookups may use SIMD kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Simd {
+    /// Use the widest kernel the CPU supports, detected once when the set is
+    /// built. Every kernel returns the same answers as [`Simd::Off`].
+    #[default]
+    Auto,
+    /// Use only the portable scalar kernel.
+    Off,
+}
+
+/// How a [`MemberSet`] computes ownership.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// The weight function. Every replica must use the same one.
+    pub weight_fn: WeightFn,
+    /// Whether SIMD kernels may be used. Only speed depends on it.
+    pub simd: Simd,
+}
+
+/// A member set prepared for many lookups.
+///
+/// Building the set sorts the members by id, collapses duplicate ids and
+/// hashes every id once; each lookup then hashes only the key. Lookups do not
+/// allocate (except [`MemberSet::replicas`], which returns a `Vec`, and any
+/// request for more than 32 replicas). The answers never depend on the order
+/// in which the members were given.
+///
+/// Duplicate ids collapse to the member with the bytewise smallest address
+/// (and, for weighted sets, then the smallest capacity), so every replica
+/// keeps the same one whatever order its list came in.
+///
+/// # Example
+///
+/// ```
+/// use hoplock::hrw::{Member, MemberSet, Options, WeightFn};
+///
+/// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, format!("{id}:7000")));
+/// let set = MemberSet::with_options(members, Options { weight_fn: WeightFn::GoSha256, ..Options::default() });
+/// assert_eq!(set.owner("acme").unwrap().id, "r2");
+/// assert!(set.is_owner("acme", "r2"));
+/// let order: Vec<&str> = set.replicas("acme", 3).iter().map(|m| m.id.as_str()).collect();
+/// assert_eq!(order, ["r2", "r1", "r3"]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct MemberSet {
+    /// Sorted by id, ids unique, so a lower index is a smaller id and the
+    /// tie rule becomes "lower index wins".
+    members: Vec<Member>,
+    options: Options,
+    kernel: Kernel,
+    /// One entry per member for [`WeightFn::Fast`]; empty otherwise.
+    fast_hashes: Vec<u64>,
+    /// One entry per member for [`WeightFn::GoSha256`]; empty otherwise.
+    sha_tails: Vec<IdTail>,
+    /// One entry per member for a weighted set; empty otherwise.
+    capacities: Vec<NonZeroU32>,
+}
+
+impl Default for MemberSet {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+impl MemberSet {
+    /// A set with the default options: the fast weight function and SIMD
+    /// where available.
+    ///
+    /// ```
+    /// use hoplock::hrw::{Member, MemberSet};
+    ///
+    /// let set = MemberSet::new(["a", "b", "c"].map(|id| Member::new(id, "")));
+    /// let owner = set.owner("orders/42").unwrap();
+    /// assert!(set.is_owner("orders/42", &owner.id));
+    /// ```
+    pub fn new(members: impl IntoIterator<Item = Member>) -> Self {
+        Self::with_options(members, Options::default())
+    }
+
+    /// A set with explicit options.
+    pub fn with_options(members: impl IntoIterator<Item = Member>, options: Options) -> Self {
+        let mut members: Vec<Member> = members.into_iter().collect();
+        members.sort_unstable_by(|a, b| a.id.cmp(&b.id).then_with(|| a.addr.cmp(&b.addr)));
+        // `dedup_by` keeps the first of each run, the smallest address.
+        members.dedup_by(|later, first| later.id == first.id);
+        Self::build(members, Vec::new(), options)
+    }
+
+    /// A capacity-weighted set: over many keys, each member owns a share
+    /// proportional to its capacity. If all capacities are equal the owners
+    /// are exactly those of the unweighted set.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use hoplock::hrw::{Member, MemberSet, Options};
+    ///
+    /// let big = NonZeroU32::new(3).unwrap();
+    /// let small = NonZeroU32::new(1).unwrap();
+    /// let set = MemberSet::weighted(
+    ///     [(Member::new("big", ""), big), (Member::new("small", ""), small)],
+    ///     Options::default(),
+    /// );
+    /// let big_keys = (0..10_000).filter(|i| set.is_owner(i.to_string(), "big")).count();
+    /// assert!((7_000..8_000).contains(&big_keys));
+    /// ```
+    pub fn weighted(
+        members: impl IntoIterator<Item = (Member, NonZeroU32)>,
+        options: Options,
+    ) -> Self {
+        let mut entries: Vec<(Member, NonZeroU32)> = members.into_iter().collect();
+        entries.sort_unstable_by(|a, b| {
+            a.0.id
+                .cmp(&b.0.id)
+                .then_with(|| a.0.addr.cmp(&b.0.addr))
+                .then_with(|| a.1.cmp(&b.1))
+        });
+        entries.dedup_by(|later, first| later.0.id == first.0.id);
+        let (members, capacities) = entries.into_iter().unzip();
+        Self::build(members, capacities, options)
+    }
+
+    fn build(members: Vec<Member>, capacities: Vec<NonZeroU32>, options: Options) -> Self {
+        let kernel = match options.simd {
+            Simd::Auto => Kernel::detect(),
+            Simd::Off => Kernel::Scalar,
+        };
+        let (fast_hashes, sha_tails) = match options.weight_fn {
+            WeightFn::Fast => (
+                members
+                    .iter()
+                    .map(|m| fast::member_hash(m.id.as_bytes()))
+                    .collect(),
+                Vec::new(),
+            ),
+            WeightFn::GoSha256 => (
+                Vec::new(),
+                members
+                    .iter()
+                    .map(|m| IdTail::new(m.id.as_bytes()))
+                    .collect(),
+            ),
+        };
+        Self {
+            members,
+            options,
+            kernel,
+            fast_hashes,
+            sha_tails,
+            capacities,
+        }
+    }
+
+    /// The members, sorted by id, duplicates collapsed.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The number of distinct members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the set is empty; an empty set owns nothing.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The options the set was built with.
+    pub fn options(&self) -> Options {
+        self.options
+    }
+
+    /// Whether the set was built with capacities.
+    pub fn is_weighted(&self) -> bool {
+        !self.capacities.is_empty()
+    }
+
+    /// The member with this id, if any.
+    pub fn get(&self, id: &str) -> Option<&Member> {
+        self.position(id).map(|index| &self.members[index])
+    }
+
+    fn position(&self, id: &str) -> Option<usize> {
+        self.members
+            .binary_search_by(|m| m.id.as_str().cmp(id))
+            .ok()
+    }
+
+    /// The owner of `key`, or `None` when the set is empty.
+    ///
+    /// ```
+    /// use hoplock::hrw::MemberSet;
+    ///
+    /// assert!(MemberSet::default().owner("k").is_none());
+    /// ```
+    pub fn owner(&self, key: impl AsRef<[u8]>) -> Option<&Member> {
+        self.owner_index(key.as_ref())
+            .map(|index| &self.members[index])
+    }
+
+    fn owner_index(&self, key: &[u8]) -> Option<usize> {
+        if self.members.is_empty() {
+            return None;
+        }
+        let len = self.members.len();
+        if self.is_weighted() {
+            let mut weigher = self.weigher(key);
+            return select::argmax(len, |i| {
+                capacity::rank(weigher.weight(i), self.capacities[i])
+            });
+        }
+        match self.options.weight_fn {
+            WeightFn::Fast => self.kernel.owner(fast::key_hash(key), &self.fast_hashes),
+            WeightFn::GoSha256 => {
+                let mut weigher = self.weigher(key);
+                select::argmax(len, |i| weigher.weight(i))
+            }
+        }
+    }
+
+    /// Whether the member `self_id` owns `key`. `false` when `self_id` is not
+    /// a member.
+    ///
+    /// This stops at the first member that outweighs `self_id`, so it costs
+    /// about `ln N + 2` weights on average instead of `N`.
+    ///
+    /// ```
+    /// use hoplock::hrw::{Member, MemberSet};
+    ///
+    /// let set = MemberSet::new(["a", "b"].map(|id| Member::new(id, "")));
+    /// assert_ne!(set.is_owner("k", "a"), set.is_owner("k", "b"));
+    /// assert!(!set.is_owner("k", "stranger"));
+    /// ```
+    pub fn is_owner(&self, key: impl AsRef<[u8]>, self_id: &str) -> bool {
+        let key = key.as_ref();
+        let len = self.members.len();
+        if self.is_weighted() {
+            let Some(me) = self.position(self_id) else {
+                return false;
+            };
+            let mut weigher = self.weigher(key);
+            let mine = capacity::rank(weigher.weight(me), self.capacities[me]);
+            return !(0..len).any(|i| {
+                i != me && {
+                    let theirs = capacity::rank(weigher.weight(i), self.capacities[i]);
+                    theirs > mine || (theirs == mine && i < me)
+                }
+            });
+        }
+        // Compute self's weight straight from the id, so the common case (a
+        // heavier member turns up early) needs no search for self.
+        let mut weigher = self.weigher(key);
+        let mine = weigher.weight_of_id(self_id);
+        let beaten = (0..len).any(|i| {
+            let theirs = weigher.weight(i);
+            theirs > mine || (theirs == mine && self.members[i].id.as_str() < self_id)
+        });
+        // Nobody outweighs self_id; it owns the key only if it is a member.
+        !beaten && self.position(self_id).is_some()
+    }
+
+    /// The owner of `key` followed by its failover successors, at most `n`
+    /// members in all, best first.
+    ///
+    /// ```
+    /// use hoplock::hrw::{Member, MemberSet};
+    ///
+    /// let set = MemberSet::new(["a", "b", "c", "d"].map(|id| Member::new(id, "")));
+    /// let replicas = set.replicas("k", 3);
+    /// assert_eq!(replicas.len(), 3);
+    /// assert_eq!(replicas[0], set.owner("k").unwrap());
+    /// ```
+    pub fn replicas(&self, key: impl AsRef<[u8]>, n: usize) -> Vec<&Member> {
+        let mut out = Vec::with_capacity(n.min(self.members.len()));
+        self.replicas_into(key, n, &mut out);
+        out
+    }
+
+    /// [`MemberSet::replicas`] into a caller's buffer, which is cleared
+    /// first. With enough capacity in `out` and `n` at most 32, this does not
+    /// allocate.
+    ///
+    /// ```
+    /// use hoplock::hrw::{Member, MemberSet};
+    ///
+    /// let set = MemberSet::new(["a", "b", "c", "d"].map(|id| Member::new(id, "")));
+    /// let mut buffer = Vec::with_capacity(3);
+    /// for key in ["k1", "k2"] {
+    ///     set.replicas_into(key, 3, &mut buffer);
+    ///     assert_eq!(buffer.len(), 3);
+    /// }
+    /// ```
+    pub fn replicas_into<'s>(&'s self, key: impl AsRef<[u8]>, n: usize, out: &mut Vec<&'s Member>) {
+        out.clear();
+        let key = key.as_ref();
+        let len = self.members.len();
+        let emit = |index: usize| out.push(&self.members[index]);
+        if self.is_weighted() {
+            let mut weigher = self.weigher(key);
+            select::top_by_index(
+                len,
+                n,
+                |i| capacity::rank(weigher.weight(i), self.capacities[i]),
+                emit,
+            );
+            return;
+        }
+        match self.options.weight_fn {
+            WeightFn::Fast => self
+                .kernel
+                .top(fast::key_hash(key), &self.fast_hashes, n, emit),
+            WeightFn::GoSha256 => {
+                let mut weigher = self.weigher(key);
+                select::top_by_index(len, n, |i| weigher.weight(i), emit);
+            }
+        }
+    }
+
+    /// The scalar per-member weight for one key.
+    fn weigher<'s>(&'s self, key: &[u8]) -> Weigher<'s> {
+        match self.options.weight_fn {
+            WeightFn::Fast => Weigher::Fast {
+                key: fast::key_hash(key),
+                members: &self.fast_hashes,
+            },
+            WeightFn::GoSha256 => {
+                let stream = KeyStream::new(key);
+                Weigher::Sha {
+                    one_block: stream.one_block(),
+                    stream,
+                    tails: &self.sha_tails,
+                    members: &self.members,
+                }
+            }
+        }
+    }
+}
+
+/// Computes member weights for one key, by index.
+enum Weigher<'s> {
+    Fast {
+        key: u64,
+        members: &'s [u64],
+    },
+    Sha {
+        stream: KeyStream,
+        one_block: Option<OneBlock>,
+        tails: &'s [IdTail],
+        members: &'s [Member],
+    },
+}
+
+impl Weigher<'_> {
+    /// The weight of an id that need not be in the set.
+    fn weight_of_id(&self, id: &str) -> u64 {
+        match self {
+            Weigher::Fast { key, .. } => fast::weight(*key, fast::member_hash(id.as_bytes())),
+            Weigher::Sha { stream, .. } => stream.weight(id.as_bytes()),
+        }
+    }
+
+    #[inline]
+    fn weight(&mut self, index: usize) -> u64 {
+        match self {
+            Weigher::Fast { key, members } => fast::weight(*key, members[index]),
+            Weigher::Sha {
+                stream,
+                one_block,
+                tails,
+                members,
+            } => one_block
+                .as_mut()
+                .and_then(|block| block.weight(&tails[index]))
+                .unwrap_or_else(|| stream.weight(members[index].id.as_bytes())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn set(ids: &[&str], weight_fn: WeightFn, simd: Simd) -> MemberSet {
+        MemberSet::with_options(
+            ids.iter().map(|id| Member::new(*id, "")),
+            Options { weight_fn, simd },
+        )
+    }
+
+    #[test]
+    fn duplicates_collapse_to_the_smallest_address() {
+        let a = MemberSet::new([
+            Member::new("r1", "b"),
+            Member::new("r1", "a"),
+            Member::new("r2", ""),
+        ]);
+        let b = MemberSet::new([
+            Member::new("r2", ""),
+            Member::new("r1", "a"),
+            Member::new("r1", "b"),
+        ]);
+        assert_eq!(a.members(), b.members());
+        assert_eq!(a.get("r1").unwrap().addr, "a");
+        assert_eq!(a.len(), 2);
+    }
+
+    #[test]
+    fn long_ids_and_keys_take_the_general_sha_path() {
+        let long_id = "x".repeat(80);
+        let ids = ["r1", long_id.as_str(), "r3"];
+        let s = set(&ids, WeightFn::GoSha256, Simd::Auto);
+        for key in ["", "acme", &"k".repeat(60), &"k".repeat(200)] {
+            let expected = WeightFn::GoSha256.owner(key, s.members());
+            assert_eq!(s.owner(key), expected, "key length {}", key.len());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn simd_and_scalar_sets_agree(ids in proptest::collection::btree_set("[a-z0-9]{0,6}", 0..60),
+                                      key in ".{0,20}", n in 0usize..8) {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let auto = set(&ids, WeightFn::Fast, Simd::Auto);
+            let scalar = set(&ids, WeightFn::Fast, Simd::Off);
+            prop_assert_eq!(auto.owner(&key), scalar.owner(&key));
+            prop_assert_eq!(auto.replicas(&key, n), scalar.replicas(&key, n));
+        }
+    }
+}

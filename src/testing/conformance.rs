@@ -1,0 +1,408 @@
+//! The conformance suite every [`Backend`] must pass.
+//!
+//! Each check takes a backend whose key is empty, leaves it empty again when
+//! it passes, and returns a [`Failure`] that says which rule was broken. The
+//! checks report rather than panic, so a command-line validator can run them
+//! against a user's store and print the result.
+//!
+//! ```
+//! use hoplock::backend::memory::MemoryBackend;
+//! use hoplock::testing::conformance;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let store = MemoryBackend::new();
+//! let plant = store.clone();
+//! conformance::run_all(&store, move |bytes| {
+//!     let plant = plant.clone();
+//!     async move { plant.put_raw(bytes); Ok(()) }
+//! })
+//! .await
+//! .expect("the memory backend conforms");
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
+
+use crate::backend::{Backend, BackendError, Version};
+use crate::lease::{Generation, LeaseRecord};
+
+/// A broken conformance rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The check that failed.
+    pub check: &'static str,
+    /// What was expected and what happened.
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.check, self.detail)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// How many writers race in the race checks.
+pub const RACERS: usize = 8;
+
+fn fail(check: &'static str, detail: impl Into<String>) -> Failure {
+    Failure {
+        check,
+        detail: detail.into(),
+    }
+}
+
+/// A record distinguishable by `tag`.
+pub fn sample_record(generation: u64, tag: &str) -> LeaseRecord {
+    LeaseRecord {
+        generation: Generation(generation),
+        expires_at: "2030-01-01T00:00:00.000Z".into(),
+        owner: format!("conformance-{tag}"),
+        nonce: format!("nonce-{tag}"),
+        ttl_ms: Some(30_000),
+        incarnation: "conformance".into(),
+        released: false,
+    }
+}
+
+/// Runs every check in turn. `plant` stores raw bytes under the key without
+/// conditions; it is used to put a corrupt record in place.
+pub async fn run_all<B, P, F>(backend: &B, plant: P) -> Result<(), Failure>
+where
+    B: Backend,
+    P: FnOnce(Vec<u8>) -> F,
+    F: Future<Output = Result<(), String>>,
+{
+    create_race_has_one_winner(backend).await?;
+    update_race_has_one_winner(backend).await?;
+    stale_version_is_rejected(backend).await?;
+    every_write_changes_the_version(backend).await?;
+    delete_rules(backend).await?;
+    corrupt_record_is_reported(backend, plant).await?;
+    Ok(())
+}
+
+/// Polls every future to completion concurrently on the current task, so the
+/// suite needs no runtime-specific spawn.
+async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + Send + '_>>>) -> Vec<T> {
+    let mut futures: Vec<_> = futures.into_iter().map(Some).collect();
+    let mut results: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, result) in futures.iter_mut().zip(results.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => {
+                        *result = Some(value);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    results.into_iter().flatten().collect()
+}
+
+async fn expect_empty<B: Backend>(backend: &B, check: &'static str) -> Result<(), Failure> {
+    match backend.read().await {
+        Err(BackendError::NoLease) => Ok(()),
+        Ok(stored) => Err(fail(
+            check,
+            format!(
+                "the key must be empty at the start, found {:?}",
+                stored.record
+            ),
+        )),
+        Err(other) => Err(fail(
+            check,
+            format!("reading the empty key failed: {other}"),
+        )),
+    }
+}
+
+async fn cleanup<B: Backend>(backend: &B, check: &'static str) -> Result<(), Failure> {
+    let version = match backend.read().await {
+        Ok(stored) => stored.version,
+        Err(BackendError::Corrupt { version, .. }) => version,
+        Err(BackendError::NoLease) => return Ok(()),
+        Err(other) => return Err(fail(check, format!("cleanup read failed: {other}"))),
+    };
+    backend
+        .delete(&version)
+        .await
+        .map_err(|err| fail(check, format!("cleanup delete failed: {err}")))
+}
+
+/// Counts winners among race results; anything but a win, `LeaseHeld` or
+/// `Conflict` is a failure.
+fn count_winners(
+    check: &'static str,
+    results: &[Result<Version, BackendError>],
+) -> Result<usize, Failure> {
+    let mut winners = 0;
+    for result in results {
+        match result {
+            Ok(_) => winners += 1,
+            Err(BackendError::LeaseHeld | BackendError::Conflict(_)) => {}
+            Err(other) => {
+                return Err(fail(
+                    check,
+                    format!("a racing write failed unexpectedly: {other}"),
+                ));
+            }
+        }
+    }
+    Ok(winners)
+}
+
+/// Writers racing to create the record: exactly one wins, and the stored
+/// record is the winner's.
+pub async fn create_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), Failure> {
+    const CHECK: &str = "create_race_has_one_winner";
+    expect_empty(backend, CHECK).await?;
+    let records: Vec<LeaseRecord> = (0..RACERS)
+        .map(|i| sample_record(1, &format!("create-{i}")))
+        .collect();
+    let futures = records
+        .iter()
+        .map(|r| Box::pin(backend.write(None, r)) as Pin<Box<dyn Future<Output = _> + Send>>);
+    let results = join_all(futures.collect()).await;
+    let winners = count_winners(CHECK, &results)?;
+    if winners != 1 {
+        return Err(fail(
+            CHECK,
+            format!("{winners} of {RACERS} racing creates succeeded; exactly one must"),
+        ));
+    }
+    let Some((index, version)) = results
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
+    else {
+        return Err(fail(CHECK, "no winner found"));
+    };
+    let stored = backend
+        .read()
+        .await
+        .map_err(|err| fail(CHECK, format!("read after the race failed: {err}")))?;
+    if stored.record != records[index] || stored.version != version {
+        return Err(fail(
+            CHECK,
+            "the stored record or version is not the winner's",
+        ));
+    }
+    cleanup(backend, CHECK).await
+}
+
+/// Writers racing to replace the same version: exactly one wins.
+pub async fn update_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), Failure> {
+    const CHECK: &str = "update_race_has_one_winner";
+    expect_empty(backend, CHECK).await?;
+    let base = backend
+        .write(None, &sample_record(1, "base"))
+        .await
+        .map_err(|err| fail(CHECK, format!("create failed: {err}")))?;
+    let records: Vec<LeaseRecord> = (0..RACERS)
+        .map(|i| sample_record(2, &format!("update-{i}")))
+        .collect();
+    let futures = records.iter().map(|r| {
+        Box::pin(backend.write(Some(&base), r)) as Pin<Box<dyn Future<Output = _> + Send>>
+    });
+    let results = join_all(futures.collect()).await;
+    let winners = count_winners(CHECK, &results)?;
+    if winners != 1 {
+        return Err(fail(
+            CHECK,
+            format!(
+                "{winners} of {RACERS} racing updates of one version succeeded; exactly one must"
+            ),
+        ));
+    }
+    cleanup(backend, CHECK).await
+}
+
+/// A write or delete against a version that has been replaced is refused
+/// and changes nothing.
+pub async fn stale_version_is_rejected<B: Backend>(backend: &B) -> Result<(), Failure> {
+    const CHECK: &str = "stale_version_is_rejected";
+    expect_empty(backend, CHECK).await?;
+    let first = backend
+        .write(None, &sample_record(1, "first"))
+        .await
+        .map_err(|e| fail(CHECK, e.to_string()))?;
+    let second = backend
+        .write(Some(&first), &sample_record(2, "second"))
+        .await
+        .map_err(|e| fail(CHECK, e.to_string()))?;
+    match backend
+        .write(Some(&first), &sample_record(3, "stale"))
+        .await
+    {
+        Err(BackendError::LeaseHeld) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a write against a replaced version must be LeaseHeld, got {other:?}"),
+            ));
+        }
+    }
+    match backend.write(None, &sample_record(3, "create-over")).await {
+        Err(BackendError::LeaseHeld) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a create over an existing record must be LeaseHeld, got {other:?}"),
+            ));
+        }
+    }
+    match backend.delete(&first).await {
+        Err(BackendError::LeaseHeld) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a delete against a replaced version must be LeaseHeld, got {other:?}"),
+            ));
+        }
+    }
+    let stored = backend
+        .read()
+        .await
+        .map_err(|e| fail(CHECK, e.to_string()))?;
+    if stored.version != second || stored.record != sample_record(2, "second") {
+        return Err(fail(CHECK, "a refused write or delete changed the record"));
+    }
+    cleanup(backend, CHECK).await
+}
+
+/// Every write hands out a new version, even when it writes the same bytes
+/// as an earlier one; versions do not come back after a delete.
+pub async fn every_write_changes_the_version<B: Backend>(backend: &B) -> Result<(), Failure> {
+    const CHECK: &str = "every_write_changes_the_version";
+    expect_empty(backend, CHECK).await?;
+    let record = sample_record(1, "renew");
+    let mut seen = vec![
+        backend
+            .write(None, &record)
+            .await
+            .map_err(|e| fail(CHECK, e.to_string()))?,
+    ];
+    for round in 0..3 {
+        let mut renewed = record.clone();
+        renewed.nonce = format!("nonce-renew-{round}");
+        let last = seen.last().cloned().unwrap_or_else(|| Version::new(""));
+        let next = backend
+            .write(Some(&last), &renewed)
+            .await
+            .map_err(|e| fail(CHECK, e.to_string()))?;
+        if seen.contains(&next) {
+            return Err(fail(CHECK, format!("version {next} was handed out twice")));
+        }
+        seen.push(next);
+    }
+    cleanup(backend, CHECK).await?;
+    let again = backend
+        .write(None, &sample_record(1, "after-delete"))
+        .await
+        .map_err(|e| fail(CHECK, e.to_string()))?;
+    if seen.contains(&again) {
+        return Err(fail(
+            CHECK,
+            format!("version {again} came back after a delete"),
+        ));
+    }
+    cleanup(backend, CHECK).await
+}
+
+/// Deleting needs the current version; a missing record is `NoLease`.
+///
+/// Some S3-compatible stores answer a condition on a missing key with 412
+/// rather than 404; the suite accepts `LeaseHeld` there, since both refuse.
+pub async fn delete_rules<B: Backend>(backend: &B) -> Result<(), Failure> {
+    const CHECK: &str = "delete_rules";
+    expect_empty(backend, CHECK).await?;
+    let version = backend
+        .write(None, &sample_record(1, "delete"))
+        .await
+        .map_err(|e| fail(CHECK, e.to_string()))?;
+    backend
+        .delete(&version)
+        .await
+        .map_err(|e| fail(CHECK, format!("deleting the current version failed: {e}")))?;
+    match backend.read().await {
+        Err(BackendError::NoLease) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a deleted record must read as NoLease, got {other:?}"),
+            ));
+        }
+    }
+    match backend.delete(&version).await {
+        Err(BackendError::NoLease | BackendError::LeaseHeld) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("deleting a missing record must be refused, got {other:?}"),
+            ));
+        }
+    }
+    match backend
+        .write(Some(&version), &sample_record(2, "vanished"))
+        .await
+    {
+        Err(BackendError::NoLease | BackendError::LeaseHeld) => {}
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a conditional write to a missing record must be refused, got {other:?}"),
+            ));
+        }
+    }
+    expect_empty(backend, CHECK).await
+}
+
+/// Bytes that are not a lease record read as `Corrupt`, with a version a
+/// conditional write can replace them at.
+pub async fn corrupt_record_is_reported<B, P, F>(backend: &B, plant: P) -> Result<(), Failure>
+where
+    B: Backend,
+    P: FnOnce(Vec<u8>) -> F,
+    F: Future<Output = Result<(), String>>,
+{
+    const CHECK: &str = "corrupt_record_is_reported";
+    expect_empty(backend, CHECK).await?;
+    plant(b"{\"generation\": \"not a number\"".to_vec())
+        .await
+        .map_err(|e| fail(CHECK, format!("planting failed: {e}")))?;
+    let version = match backend.read().await {
+        Err(BackendError::Corrupt { version, .. }) => version,
+        other => {
+            return Err(fail(
+                CHECK,
+                format!("a corrupt record must read as Corrupt, got {other:?}"),
+            ));
+        }
+    };
+    backend
+        .write(Some(&version), &sample_record(5, "repaired"))
+        .await
+        .map_err(|e| {
+            fail(
+                CHECK,
+                format!("replacing the corrupt record at its version failed: {e}"),
+            )
+        })?;
+    cleanup(backend, CHECK).await
+}

@@ -1,0 +1,3 @@
+mod election;
+mod hrw;
+mod sigv4;
