@@ -461,6 +461,11 @@ struct Inner<B> {
     stop: watch::Sender<bool>,
 }
 
+/// How many unresolved renewals a holder tracks. More than this many in a row
+/// within one TTL means the store is failing anyway; forgetting the oldest
+/// can only make the holder step down early, never lead late.
+const MAX_PENDING: usize = 8;
+
 /// The current term's state while leading.
 #[derive(Clone, Debug)]
 struct Held {
@@ -470,8 +475,10 @@ struct Held {
     sent_at: Instant,
     /// When the holder must have stopped acting.
     ends_at: Instant,
-    /// A renewal whose outcome is not yet known: its nonce and send time.
-    pending: Option<(String, Instant)>,
+    /// Renewals since the last confirmed write whose outcome is not known
+    /// (they may still land): nonce and send time, oldest first, at most
+    /// [`MAX_PENDING`].
+    pending: Vec<(String, Instant)>,
 }
 
 impl<B: Backend> Elector<B> {
@@ -607,7 +614,11 @@ impl<B: Backend> Elector<B> {
             elector: self.inner.stop.subscribe(),
             extra: extra_stop,
         };
-        let _campaign = self.inner.campaign.lock().await;
+        let _campaign = tokio::select! {
+            biased;
+            () = stop.stopped() => return Err(ElectorError::Stopped),
+            guard = self.inner.campaign.lock() => guard,
+        };
         let (held, involuntary) = tokio::select! {
             biased;
             () = stop.stopped() => return Err(ElectorError::Stopped),
@@ -913,7 +924,7 @@ impl<B: Backend> Inner<B> {
             record,
             sent_at,
             ends_at,
-            pending: None,
+            pending: Vec::new(),
         }))
     }
 
@@ -956,17 +967,21 @@ impl<B: Backend> Inner<B> {
             Resolution::Applied(version) => Renewal::Renewed { version, sent_at },
             Resolution::NotApplied => Renewal::NotApplied,
             Resolution::Vanished => Renewal::Lost(LossReason::Deleted),
-            Resolution::Superseded => match (&held.pending, read) {
-                // An earlier renewal whose outcome was unknown did land.
-                (Some((nonce, pending_sent_at)), Some(stored)) if stored.record.nonce == *nonce => {
-                    Renewal::Adopt {
+            Resolution::Superseded => {
+                // An earlier renewal whose outcome was unknown may have landed.
+                let landed = read.and_then(|stored| {
+                    let (_, sent_at) = held
+                        .pending
+                        .iter()
+                        .find(|(nonce, _)| *nonce == stored.record.nonce)?;
+                    Some(Renewal::Adopt {
                         version: stored.version,
                         record: stored.record,
-                        sent_at: *pending_sent_at,
-                    }
-                }
-                _ => Renewal::Lost(LossReason::Superseded),
-            },
+                        sent_at: *sent_at,
+                    })
+                });
+                landed.unwrap_or(Renewal::Lost(LossReason::Superseded))
+            }
         }
     }
 }
@@ -1041,9 +1056,12 @@ impl<B: Backend> TermGuard<B> {
                 false,
             );
             let sent_at = inner.clock.now();
-            if held.pending.is_none() {
-                held.pending = Some((nonce, sent_at));
+            // Tracked until a renewal is confirmed: a timed-out write may
+            // still land later, and must then be recognised as ours.
+            if held.pending.len() == MAX_PENDING {
+                held.pending.remove(0);
             }
+            held.pending.push((nonce, sent_at));
             let outcome = tokio::select! {
                 biased;
                 () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
@@ -1057,7 +1075,7 @@ impl<B: Backend> TermGuard<B> {
                     held.record = record;
                     held.sent_at = sent_at;
                     held.ends_at = inner.core().lease_end(sent_at);
-                    held.pending = None;
+                    held.pending.clear();
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
                     inner.emit(Event::Renewed {
@@ -1073,15 +1091,14 @@ impl<B: Backend> TermGuard<B> {
                     held.record = record;
                     held.sent_at = sent_at;
                     held.ends_at = inner.core().lease_end(sent_at);
-                    held.pending = None;
+                    held.pending.clear();
                     // The adopted write is older than the attempt just made,
                     // so renew again soon.
                     next_renewal = inner.clock.now() + retry;
                 }
-                Renewal::NotApplied => {
-                    held.pending = None;
-                    next_renewal = inner.clock.now() + retry;
-                }
+                // Unapplied so far; pending writes stay tracked because a
+                // delayed one can still land on our version.
+                Renewal::NotApplied => next_renewal = inner.clock.now() + retry,
                 Renewal::Unknown => next_renewal = inner.clock.now() + retry,
                 Renewal::Lost(reason) => return HoldEnd::Lost(reason),
             }
@@ -1191,8 +1208,8 @@ impl<B: Backend> Inner<B> {
                         }
                         let ours = held
                             .pending
-                            .as_ref()
-                            .is_some_and(|(pending, _)| *pending == stored.record.nonce)
+                            .iter()
+                            .any(|(pending, _)| *pending == stored.record.nonce)
                             || stored.record.nonce == held.record.nonce;
                         if !ours {
                             return TermEnd::ReleaseUnconfirmed(

@@ -5,3 +5,5 @@
 
 pub mod conformance;
 pub mod faulty;
+#[cfg(feature = "s3")]
+pub mod stub_transport;

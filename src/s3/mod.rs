@@ -1,6 +1,17 @@
 //! Talking to S3-compatible object stores.
 //!
-//! For now this holds only [`sigv4`], the AWS Signature Version 4 signer and
-//! verifier. The S3 backend built on it lands here later.
+//! [`S3Backend`] keeps the lease record in one object and writes it with
+//! conditional PUTs. [`sigv4`] signs (and, for the simulator's fake S3,
+//! verifies) requests; [`transport`] is the HTTP seam; [`credentials`] finds
+//! keys; [`xml`] reads S3's error bodies.
 
 pub mod sigv4;
+
+pub mod backend;
+pub mod config;
+pub mod credentials;
+pub mod transport;
+pub mod xml;
+
+pub use backend::S3Backend;
+pub use config::S3Config;

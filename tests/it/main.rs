@@ -1,3 +1,4 @@
 mod election;
 mod hrw;
+mod s3;
 mod sigv4;

@@ -1,0 +1,834 @@
+//! The S3 [`Backend`]: the lease record as one object, written with
+//! conditional PUTs.
+//!
+//! - `read` is a GET.
+//! - `write` is a PUT with `If-None-Match: *` (create) or `If-Match: <ETag>`.
+//! - `delete` is a DELETE with `If-Match`.
+//!
+//! Writes are never retried here: a timeout, a broken connection or a 5xx on
+//! a conditional write is [`BackendError::Ambiguous`], and the elector reads
+//! back to find out what happened. Reads retry with jittered backoff within
+//! the operation deadline.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use tracing::warn;
+
+use super::config::{Addressing, EtagStyle, S3Config};
+use super::sigv4::{Signer, encode_key};
+use super::transport::{HttpTransport, ReqwestTransport, TransportError, TransportErrorKind};
+use super::xml::{S3Error, parse_http_date};
+use crate::backend::{Backend, BackendError, Stored, Version};
+use crate::clock::{Clock, SystemClock};
+use crate::entropy::{Entropy, OsEntropy, random_hex};
+use crate::lease::LeaseRecord;
+
+/// One lease key in an S3 bucket.
+///
+/// ```no_run
+/// use hoplock::s3::{S3Backend, S3Config};
+/// use hoplock::{Elector, backend::Backend};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = S3Backend::new(S3Config::new("my-bucket", "leases/scheduler.json"))?;
+/// store.verify().await?; // refuse to run on a store that ignores conditions
+/// let elector = Elector::builder(store).owner("host-1").build()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct S3Backend {
+    target: Arc<Target>,
+    key: String,
+    signer: Arc<Signer>,
+    transport: Arc<dyn HttpTransport>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
+    skew_warned: Arc<AtomicBool>,
+}
+
+/// Where requests go, resolved once from the configuration.
+#[derive(Debug)]
+struct Target {
+    scheme: String,
+    authority: String,
+    base_path: String,
+    bucket: String,
+    addressing: Addressing,
+    etag_style: EtagStyle,
+    request_timeout: Duration,
+    operation_deadline: Duration,
+    clock_skew_warning: Duration,
+}
+
+/// The lease object as [`S3Backend::inspect`] found it.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    /// The object's ETag.
+    pub version: Version,
+    /// The parsed record, or why it does not parse.
+    pub record: Result<LeaseRecord, crate::lease::RecordError>,
+    /// The stored bytes.
+    pub bytes: Vec<u8>,
+    /// `Last-Modified`, by the server's clock.
+    pub last_modified: Option<SystemTime>,
+    /// `Date`, the server's clock when it answered.
+    pub server_date: Option<SystemTime>,
+}
+
+impl Inspection {
+    /// How long ago the object was written, by the server's own clock (so
+    /// this machine's clock does not matter). Second resolution.
+    pub fn age(&self) -> Option<Duration> {
+        self.server_date?.duration_since(self.last_modified?).ok()
+    }
+}
+
+/// What [`S3Backend::verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    /// The scratch key the checks used.
+    pub scratch_key: String,
+    /// Whether the scratch object was removed afterwards.
+    pub cleaned_up: bool,
+}
+
+/// How one request failed before any S3 status could be mapped.
+enum Failure {
+    Transport(TransportError),
+    Timeout,
+}
+
+impl S3Backend {
+    /// A backend with the production transport, the system clock and OS
+    /// randomness. Credentials are resolved now.
+    pub fn new(config: S3Config) -> Result<S3Backend, BackendError> {
+        let transport = ReqwestTransport::new(&config.transport)
+            .map_err(|err| BackendError::Config(err.message))?;
+        S3Backend::with_parts(
+            config,
+            Arc::new(transport),
+            Arc::new(SystemClock::new()),
+            Arc::new(OsEntropy),
+        )
+    }
+
+    /// A backend over the given transport, clock and randomness: for the
+    /// simulator and for tests.
+    pub fn with_parts(
+        config: S3Config,
+        transport: Arc<dyn HttpTransport>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+    ) -> Result<S3Backend, BackendError> {
+        let target = Target::new(&config)?;
+        let credentials = config.credentials.resolve()?;
+        let signer = Signer::new(credentials, config.region.clone())
+            .map_err(|err| BackendError::Config(format!("cannot sign requests: {err}")))?;
+        Ok(S3Backend {
+            target: Arc::new(target),
+            key: config.key,
+            signer: Arc::new(signer),
+            transport,
+            clock,
+            entropy,
+            skew_warned: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The same store and settings, for another key.
+    pub fn with_key(&self, key: impl Into<String>) -> S3Backend {
+        S3Backend {
+            key: key.into(),
+            ..self.clone()
+        }
+    }
+
+    /// The lease record's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Stores `bytes` without conditions, as an operator's tool or a foreign
+    /// writer would. For tests and repairs; the elector never does this.
+    pub async fn put_raw(&self, bytes: Vec<u8>) -> Result<Version, BackendError> {
+        let response = self
+            .send(Method::PUT, &[], Bytes::from(bytes))
+            .await
+            .map_err(|failure| failure_to_error(failure, true))?;
+        match response.status() {
+            status if status.is_success() => self.etag(&response),
+            _ => Err(self.refusal(&response, Op::Write)),
+        }
+    }
+
+    /// Reads the lease object as stored, with what the server said about
+    /// it: for operators' tools, which must show a record even when it does
+    /// not parse. `Ok(None)` means there is no object.
+    pub async fn inspect(&self) -> Result<Option<Inspection>, BackendError> {
+        let response = self
+            .send(Method::GET, &[], Bytes::new())
+            .await
+            .map_err(|f| failure_to_error(f, false))?;
+        if response.status() != StatusCode::OK {
+            return match self.refusal(&response, Op::Read) {
+                BackendError::NoLease => Ok(None),
+                other => Err(other),
+            };
+        }
+        let header_time = |name: http::header::HeaderName| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .and_then(parse_http_date)
+        };
+        Ok(Some(Inspection {
+            version: self.etag(&response)?,
+            record: LeaseRecord::decode(response.body()),
+            bytes: response.body().to_vec(),
+            last_modified: header_time(http::header::LAST_MODIFIED),
+            server_date: header_time(http::header::DATE),
+        }))
+    }
+
+    /// Checks that the store honours conditional writes, on a scratch key
+    /// next to the lease key (`<key>.verify-<random>`): a second create must
+    /// fail, and a write against a replaced ETag must fail. Cleans up after
+    /// itself. Needs PutObject (and, to clean up, DeleteObject) on the
+    /// scratch key.
+    pub async fn verify(&self) -> Result<Verification, BackendError> {
+        let scratch = self.with_key(format!(
+            "{}.verify-{}",
+            self.key,
+            random_hex(self.entropy.as_ref(), 6)
+        ));
+        let record = |tag: &str| LeaseRecord {
+            generation: crate::Generation(1),
+            expires_at: String::new(),
+            owner: format!("hoplock-verify-{tag}"),
+            nonce: random_hex(self.entropy.as_ref(), 16),
+            ttl_ms: Some(1),
+            incarnation: String::new(),
+            released: true,
+        };
+        let unsafe_store = |what: &str| {
+            BackendError::Unsupported(format!(
+                "the store {what}; it cannot hold a lease safely (scratch key {})",
+                scratch.key
+            ))
+        };
+        let first = scratch.write(None, &record("first")).await?;
+        let outcome = async {
+            match scratch.write(None, &record("second")).await {
+                Err(BackendError::LeaseHeld) => {}
+                Ok(_) => {
+                    return Err(unsafe_store(
+                        "accepted a second create with If-None-Match: *",
+                    ));
+                }
+                Err(other) => return Err(other),
+            }
+            let second = scratch.write(Some(&first), &record("update")).await?;
+            if second == first {
+                return Err(unsafe_store("returned the same ETag for different bytes"));
+            }
+            match scratch.write(Some(&first), &record("stale")).await {
+                Err(BackendError::LeaseHeld) => Ok(second),
+                Ok(_) => Err(unsafe_store("accepted a write with a stale If-Match ETag")),
+                Err(other) => Err(other),
+            }
+        }
+        .await;
+        let current = match &outcome {
+            Ok(version) => version.clone(),
+            Err(_) => match scratch.read().await {
+                Ok(stored) => stored.version,
+                Err(BackendError::Corrupt { version, .. }) => version,
+                Err(_) => first.clone(),
+            },
+        };
+        let cleaned_up = scratch.delete(&current).await.is_ok();
+        outcome.map(|_| Verification {
+            scratch_key: scratch.key.clone(),
+            cleaned_up,
+        })
+    }
+
+    fn url(&self) -> String {
+        let target = &self.target;
+        let key = encode_key(&self.key);
+        match target.addressing {
+            Addressing::PathStyle => {
+                format!(
+                    "{}://{}{}/{}/{}",
+                    target.scheme, target.authority, target.base_path, target.bucket, key
+                )
+            }
+            Addressing::VirtualHost => {
+                format!(
+                    "{}://{}.{}{}/{}",
+                    target.scheme, target.bucket, target.authority, target.base_path, key
+                )
+            }
+        }
+    }
+
+    /// Builds, signs and sends one request under the request timeout.
+    async fn send(
+        &self,
+        method: Method,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<Response<Bytes>, Failure> {
+        let mut builder = Request::builder().method(method).uri(self.url());
+        for (name, value) in headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        let mut request = builder.body(body).map_err(|err| {
+            Failure::Transport(TransportError::new(
+                TransportErrorKind::Config,
+                err.to_string(),
+            ))
+        })?;
+        self.signer
+            .sign(&mut request, self.clock.wall())
+            .map_err(|err| {
+                Failure::Transport(TransportError::new(
+                    TransportErrorKind::Config,
+                    err.to_string(),
+                ))
+            })?;
+        let deadline = self.clock.now() + self.target.request_timeout;
+        let response = tokio::select! {
+            biased;
+            result = self.transport.send(request) => result.map_err(Failure::Transport)?,
+            () = self.clock.sleep_until(deadline) => return Err(Failure::Timeout),
+        };
+        self.check_skew(&response);
+        Ok(response)
+    }
+
+    /// Warns once when the server's clock and ours disagree by more than the
+    /// configured bound. Only SigV4 cares; the election never compares clocks.
+    fn check_skew(&self, response: &Response<Bytes>) {
+        let Some(skew) = server_skew(response, self.clock.wall()) else {
+            return;
+        };
+        if skew.abs() > self.target.clock_skew_warning.as_secs_f64()
+            && !self.skew_warned.swap(true, Ordering::Relaxed)
+        {
+            warn!(
+                skew_seconds = skew,
+                "the S3 server's clock differs from this machine's; requests fail once it exceeds 15 minutes"
+            );
+        }
+    }
+
+    fn etag(&self, response: &Response<Bytes>) -> Result<Version, BackendError> {
+        let etag = response
+            .headers()
+            .get(http::header::ETAG)
+            .and_then(|value| value.to_str().ok());
+        match etag {
+            Some(etag) if !etag.is_empty() => Ok(Version::new(etag)),
+            _ => Err(BackendError::Unsupported(
+                "the store answered without an ETag, so writes cannot be made conditional".into(),
+            )),
+        }
+    }
+
+    fn if_match(&self, version: &Version) -> String {
+        match self.target.etag_style {
+            EtagStyle::Quoted => version.as_str().to_string(),
+            EtagStyle::Bare => version.as_str().trim_matches('"').to_string(),
+        }
+    }
+
+    /// Maps an unsuccessful answer to the error the caller can act on.
+    fn refusal(&self, response: &Response<Bytes>, op: Op) -> BackendError {
+        let status = response.status();
+        let error = S3Error::parse(response.body());
+        let detail = describe(status, &error);
+        let conditional = matches!(op, Op::Write | Op::Delete);
+        match (status.as_u16(), error.code.as_str()) {
+            (_, "NoSuchBucket") => BackendError::Config(format!(
+                "bucket {:?} does not exist (a missing bucket is not a missing lease): {detail}",
+                self.target.bucket
+            )),
+            (404, _) => BackendError::NoLease,
+            (412, _) | (304, _) => BackendError::LeaseHeld,
+            (409, _) => BackendError::Conflict(detail),
+            (501, _) | (400, "NotImplemented") => BackendError::Unsupported(format!(
+                "the provider refused a conditional request ({detail}): it cannot do conditional writes, \
+                 so it cannot hold a lease; use another store"
+            )),
+            (403, "SignatureDoesNotMatch") => BackendError::Config(format!(
+                "the secret access key is wrong: check AWS_SECRET_ACCESS_KEY or the credentials profile ({detail})"
+            )),
+            (403, "InvalidAccessKeyId") => BackendError::Config(format!(
+                "the access key id is unknown to this store: check AWS_ACCESS_KEY_ID or the profile ({detail})"
+            )),
+            (403, "RequestTimeTooSkewed") => {
+                let skew = server_skew(response, self.clock.wall())
+                    .map_or_else(|| "an unknown amount".into(), |s| format!("{s:.0} s"));
+                BackendError::Config(format!(
+                    "this machine's wall clock differs from the store's by {skew}; SigV4 allows 15 minutes: \
+                     fix the clock ({detail})"
+                ))
+            }
+            (403, _) => BackendError::Config(format!(
+                "access denied: the credentials need s3:GetObject and s3:PutObject on {}/{} ({detail})",
+                self.target.bucket, self.key
+            )),
+            (301 | 307 | 400, "PermanentRedirect" | "AuthorizationHeaderMalformed") => {
+                BackendError::Config(format!(
+                    "the bucket is in another region or needs another endpoint: set the region ({detail})"
+                ))
+            }
+            (status, "SlowDown") | (status @ 500..=599, _) if !conditional => {
+                let _ = status;
+                BackendError::Transient(detail)
+            }
+            (500..=599, _) => BackendError::Ambiguous(detail),
+            (400..=499, _) => {
+                BackendError::Config(format!("the store refused the request: {detail}"))
+            }
+            _ => BackendError::Transient(format!("unexpected answer: {detail}")),
+        }
+    }
+
+    fn jittered_backoff(&self, attempt: u32) -> Duration {
+        let base = Duration::from_millis(50).saturating_mul(1 << attempt.min(5));
+        let base = base.min(Duration::from_secs(1));
+        let unit = (self.entropy.next_u64() % 1000) as u32;
+        base * (500 + unit / 2) / 1000
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+    Delete,
+}
+
+fn describe(status: StatusCode, error: &S3Error) -> String {
+    let mut text = format!("HTTP {}", status.as_u16());
+    if !error.code.is_empty() {
+        text.push(' ');
+        text.push_str(&error.code);
+    }
+    if !error.message.is_empty() {
+        text.push_str(": ");
+        text.push_str(&error.message);
+    }
+    if !error.request_id.is_empty() {
+        text.push_str(&format!(" (request id {})", error.request_id));
+    }
+    text
+}
+
+/// Server time minus local time in seconds, from the `Date` header.
+fn server_skew(response: &Response<Bytes>, local: SystemTime) -> Option<f64> {
+    let date = response.headers().get(http::header::DATE)?.to_str().ok()?;
+    let server = parse_http_date(date)?;
+    Some(match server.duration_since(local) {
+        Ok(ahead) => ahead.as_secs_f64(),
+        Err(behind) => -behind.duration().as_secs_f64(),
+    })
+}
+
+/// Maps a request that got no answer. A write that may have been sent has
+/// an unknown outcome.
+fn failure_to_error(failure: Failure, is_write: bool) -> BackendError {
+    match failure {
+        Failure::Transport(err) if err.kind == TransportErrorKind::Config => {
+            BackendError::Config(format!("cannot send the request: {}", err.message))
+        }
+        Failure::Transport(err) if err.kind == TransportErrorKind::Connect => {
+            BackendError::Transient(format!("cannot reach the store: {}", err.message))
+        }
+        Failure::Transport(err) if is_write => {
+            BackendError::Ambiguous(format!("connection failed: {}", err.message))
+        }
+        Failure::Transport(err) => {
+            BackendError::Transient(format!("connection failed: {}", err.message))
+        }
+        Failure::Timeout if is_write => BackendError::Ambiguous("the request timed out".into()),
+        Failure::Timeout => BackendError::Transient("the request timed out".into()),
+    }
+}
+
+impl Target {
+    fn new(config: &S3Config) -> Result<Target, BackendError> {
+        let bad = |message: String| Err(BackendError::Config(message));
+        if config.bucket.is_empty() || config.bucket.len() > 63 || config.bucket.contains('/') {
+            return bad(format!("{:?} is not a valid bucket name", config.bucket));
+        }
+        if config.key.is_empty() || config.key.len() > 1024 {
+            return bad("the lease key must be 1 to 1024 bytes".into());
+        }
+        if config.region.is_empty() {
+            return bad("the region must not be empty".into());
+        }
+        if config.request_timeout.is_zero() || config.operation_deadline < config.request_timeout {
+            return bad(
+                "the request timeout must be above zero and within the operation deadline".into(),
+            );
+        }
+        let endpoint = config
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", config.region));
+        let uri: http::Uri = endpoint.parse().map_err(|err| {
+            BackendError::Config(format!("endpoint {endpoint:?} is not a URL: {err}"))
+        })?;
+        let scheme = match uri.scheme_str() {
+            Some(scheme @ ("https" | "http")) => scheme.to_string(),
+            _ => {
+                return bad(format!(
+                    "endpoint {endpoint:?} must start with https:// (or http:// to opt into plain HTTP)"
+                ));
+            }
+        };
+        let Some(authority) = uri.authority() else {
+            return bad(format!("endpoint {endpoint:?} has no host"));
+        };
+        if uri.query().is_some() {
+            return bad(format!("endpoint {endpoint:?} must not have a query"));
+        }
+        Ok(Target {
+            scheme,
+            authority: authority.to_string(),
+            base_path: uri.path().trim_end_matches('/').to_string(),
+            bucket: config.bucket.clone(),
+            addressing: config.addressing,
+            etag_style: config.etag_style,
+            request_timeout: config.request_timeout,
+            operation_deadline: config.operation_deadline,
+            clock_skew_warning: config.clock_skew_warning,
+        })
+    }
+}
+
+impl Backend for S3Backend {
+    async fn read(&self) -> Result<Stored, BackendError> {
+        let deadline = self.clock.now() + self.target.operation_deadline;
+        let mut attempt = 0;
+        loop {
+            let error = match self.send(Method::GET, &[], Bytes::new()).await {
+                Ok(response) if response.status() == StatusCode::OK => {
+                    let version = self.etag(&response)?;
+                    return match LeaseRecord::decode(response.body()) {
+                        Ok(record) => Ok(Stored { record, version }),
+                        Err(reason) => Err(BackendError::Corrupt { version, reason }),
+                    };
+                }
+                Ok(response) => self.refusal(&response, Op::Read),
+                Err(failure) => failure_to_error(failure, false),
+            };
+            // Reads change nothing, so retrying them is safe; only trouble
+            // that may pass is retried.
+            if !matches!(error, BackendError::Transient(_)) {
+                return Err(error);
+            }
+            let backoff = self.jittered_backoff(attempt);
+            if self.clock.now() + backoff + self.target.request_timeout > deadline {
+                return Err(error);
+            }
+            self.clock.sleep_until(self.clock.now() + backoff).await;
+            attempt += 1;
+        }
+    }
+
+    async fn write(
+        &self,
+        expected: Option<&Version>,
+        record: &LeaseRecord,
+    ) -> Result<Version, BackendError> {
+        let condition = match expected {
+            None => ("if-none-match", "*".to_string()),
+            Some(version) => ("if-match", self.if_match(version)),
+        };
+        let headers = [condition, ("content-type", "application/json".to_string())];
+        let response = self
+            .send(Method::PUT, &headers, Bytes::from(record.encode()))
+            .await
+            .map_err(|f| failure_to_error(f, true))?;
+        if response.status().is_success() {
+            self.etag(&response)
+        } else {
+            Err(self.refusal(&response, Op::Write))
+        }
+    }
+
+    async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
+        let headers = [("if-match", self.if_match(expected))];
+        let response = self
+            .send(Method::DELETE, &headers, Bytes::new())
+            .await
+            .map_err(|f| failure_to_error(f, true))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(self.refusal(&response, Op::Delete))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::entropy::SeededEntropy;
+    use crate::s3::credentials::CredentialSource;
+    use crate::s3::sigv4::Credentials;
+    use crate::testing::conformance::sample_record;
+    use crate::testing::stub_transport::StubTransport;
+
+    fn config() -> S3Config {
+        let mut config = S3Config::new("bucket", "leases/a b.json");
+        config.endpoint = Some("http://127.0.0.1:9".into());
+        config.addressing = Addressing::PathStyle;
+        config.credentials = CredentialSource::Explicit(Credentials::new("AK", "SECRET-xyz"));
+        config
+    }
+
+    fn reply(status: u16, code: &str) -> Result<Response<Bytes>, TransportError> {
+        let body = if code.is_empty() {
+            String::new()
+        } else {
+            format!("<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>m</Message></Error>")
+        };
+        Ok(Response::builder()
+            .status(status)
+            .body(Bytes::from(body))
+            .unwrap())
+    }
+
+    fn backend(stub: &StubTransport) -> S3Backend {
+        S3Backend::with_parts(
+            config(),
+            Arc::new(stub.clone()),
+            Arc::new(SystemClock::new()),
+            Arc::new(SeededEntropy::new(1)),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn statuses_map_to_what_the_caller_should_do() {
+        let cases: [(u16, &str, fn(&BackendError) -> bool); 10] = [
+            (412, "PreconditionFailed", |e| {
+                matches!(e, BackendError::LeaseHeld)
+            }),
+            (304, "", |e| matches!(e, BackendError::LeaseHeld)),
+            (404, "NoSuchKey", |e| matches!(e, BackendError::NoLease)),
+            (
+                404,
+                "NoSuchBucket",
+                |e| matches!(e, BackendError::Config(m) if m.contains("bucket")),
+            ),
+            (409, "ConditionalRequestConflict", |e| {
+                matches!(e, BackendError::Conflict(_))
+            }),
+            (409, "OperationAborted", |e| {
+                matches!(e, BackendError::Conflict(_))
+            }),
+            (
+                501,
+                "NotImplemented",
+                |e| matches!(e, BackendError::Unsupported(m) if m.contains("conditional")),
+            ),
+            (400, "NotImplemented", |e| {
+                matches!(e, BackendError::Unsupported(_))
+            }),
+            (503, "SlowDown", |e| matches!(e, BackendError::Ambiguous(_))),
+            (
+                403,
+                "SignatureDoesNotMatch",
+                |e| matches!(e, BackendError::Config(m) if m.contains("secret access key")),
+            ),
+        ];
+        for (status, code, expected) in cases {
+            let stub = StubTransport::new(move |_| reply(status, code));
+            let err = backend(&stub)
+                .write(None, &sample_record(1, "x"))
+                .await
+                .unwrap_err();
+            assert!(expected(&err), "{status} {code}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_that_refuses_conditional_headers_is_unsupported_and_loud() {
+        let stub = StubTransport::new(|request| {
+            if request.headers().contains_key("if-none-match")
+                || request.headers().contains_key("if-match")
+            {
+                reply(501, "NotImplemented")
+            } else {
+                reply(404, "NoSuchKey")
+            }
+        });
+        let store = backend(&stub);
+        assert!(matches!(store.read().await, Err(BackendError::NoLease)));
+        let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
+        assert!(err.is_fatal());
+        assert!(
+            err.to_string().contains("cannot do conditional writes"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_are_never_retried_and_reads_are() {
+        let stub = StubTransport::new(|_| reply(500, "InternalError"));
+        let store = backend(&stub);
+        assert!(matches!(
+            store.write(None, &sample_record(1, "x")).await,
+            Err(BackendError::Ambiguous(_))
+        ));
+        assert_eq!(stub.requests().len(), 1);
+        assert!(matches!(
+            store.read().await,
+            Err(BackendError::Transient(_))
+        ));
+        assert!(
+            stub.requests().len() > 2,
+            "{} requests",
+            stub.requests().len()
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_are_conditional_signed_and_path_encoded() {
+        let stub = StubTransport::new(|_| {
+            Ok(Response::builder()
+                .status(200)
+                .header("etag", "\"abc\"")
+                .body(Bytes::new())
+                .unwrap())
+        });
+        let store = backend(&stub);
+        let version = store.write(None, &sample_record(1, "x")).await.unwrap();
+        store
+            .write(Some(&version), &sample_record(1, "y"))
+            .await
+            .unwrap();
+        store.delete(&version).await.unwrap();
+        let requests = stub.requests();
+        assert_eq!(
+            requests[0].uri().to_string(),
+            "http://127.0.0.1:9/bucket/leases/a%20b.json"
+        );
+        assert_eq!(requests[0].headers()["if-none-match"], "*");
+        assert_eq!(requests[1].headers()["if-match"], "\"abc\"");
+        assert_eq!(requests[2].method(), Method::DELETE);
+        assert_eq!(requests[2].headers()["if-match"], "\"abc\"");
+        for request in &requests {
+            let authorization = request.headers()["authorization"].to_str().unwrap();
+            assert!(authorization.starts_with("AWS4-HMAC-SHA256 Credential=AK/"));
+            assert!(!authorization.contains("SECRET"));
+            assert!(request.headers().contains_key("x-amz-content-sha256"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_success_without_an_etag_and_a_foreign_object_are_errors() {
+        let stub = StubTransport::new(|_| {
+            Ok(Response::builder()
+                .status(200)
+                .body(Bytes::from("<html/>"))
+                .unwrap())
+        });
+        let store = backend(&stub);
+        assert!(matches!(
+            store.write(None, &sample_record(1, "x")).await,
+            Err(BackendError::Unsupported(_))
+        ));
+        let stub = StubTransport::new(|_| {
+            Ok(Response::builder()
+                .status(200)
+                .header("etag", "\"e\"")
+                .body(Bytes::from("<html/>"))
+                .unwrap())
+        });
+        assert!(matches!(
+            backend(&stub).read().await,
+            Err(BackendError::Corrupt { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn bare_etags_are_sent_bare_when_asked() {
+        let stub = StubTransport::new(|_| reply(412, "PreconditionFailed"));
+        let mut config = config();
+        config.etag_style = EtagStyle::Bare;
+        let store = S3Backend::with_parts(
+            config,
+            Arc::new(stub.clone()),
+            Arc::new(SystemClock::new()),
+            Arc::new(OsEntropy),
+        )
+        .unwrap();
+        let _ = store
+            .write(Some(&Version::new("\"abc\"")), &sample_record(1, "x"))
+            .await;
+        assert_eq!(stub.requests()[0].headers()["if-match"], "abc");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_endpoint_is_transient_for_reads() {
+        let stub = StubTransport::new(|_| {
+            Err(TransportError::new(
+                TransportErrorKind::Connect,
+                "connection refused",
+            ))
+        });
+        let err = backend(&stub).read().await.unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Transient(m) if m.contains("cannot reach")),
+            "{err:?}"
+        );
+        let err = backend(&stub)
+            .write(None, &sample_record(1, "x"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, BackendError::Transient(_)),
+            "nothing was sent, so nothing happened"
+        );
+    }
+
+    #[test]
+    fn bad_configuration_is_refused_with_reasons() {
+        let mut bad = config();
+        bad.endpoint = Some("ftp://example".into());
+        assert!(
+            S3Backend::new(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("https://")
+        );
+        let mut bad = config();
+        bad.bucket = String::new();
+        assert!(
+            S3Backend::new(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("bucket")
+        );
+        let mut bad = config();
+        bad.key = String::new();
+        assert!(S3Backend::new(bad).unwrap_err().to_string().contains("key"));
+        let debug = format!("{:?}", config());
+        assert!(!debug.contains("SECRET-xyz"), "{debug}");
+    }
+}
