@@ -43,30 +43,20 @@ fn start(name: &'static str, store: &MemoryBackend, seed: u64, origin: Instant) 
         while let Some(event) = events.next().await {
             let at = origin.elapsed().as_secs_f64();
             match event {
-                Event::Acquired { lease, .. } => println!(
-                    "{at:7.3}s  {name}  leads with generation {}",
-                    lease.generation
-                ),
-                Event::Lost {
-                    generation,
-                    reason: None,
-                } => println!("{at:7.3}s  {name}  released generation {generation}"),
-                Event::Lost {
-                    generation,
-                    reason: Some(reason),
-                } => {
+                Event::Acquired { lease, .. } => {
+                    println!("{at:7.3}s  {name}  leads with generation {}", lease.generation)
+                }
+                Event::Lost { generation, reason: None } => {
+                    println!("{at:7.3}s  {name}  released generation {generation}")
+                }
+                Event::Lost { generation, reason: Some(reason) } => {
                     println!("{at:7.3}s  {name}  lost generation {generation}: {reason}")
                 }
                 _ => {}
             }
         }
     });
-    Node {
-        name,
-        elector,
-        network,
-        task: Some(task),
-    }
+    Node { name, elector, network, task: Some(task) }
 }
 
 fn leader(nodes: &[Node]) -> Option<usize> {
@@ -77,36 +67,22 @@ fn leader(nodes: &[Node]) -> Option<usize> {
 async fn main() {
     let origin = Instant::now();
     let store = MemoryBackend::new();
-    println!(
-        "   time  node  event (TTL {TTL:?}, poll every {:?})",
-        TTL / 15
-    );
-    let mut nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .enumerate()
-        .map(|(i, name)| start(name, &store, i as u64 + 1, origin))
-        .collect();
+    println!("   time  node  event (TTL {TTL:?}, poll every {:?})", TTL / 15);
+    let mut nodes: Vec<Node> =
+        ["a", "b", "c"].iter().enumerate().map(|(i, name)| start(name, &store, i as u64 + 1, origin)).collect();
     sleep(Duration::from_secs(10)).await;
 
     // A graceful release: the leader steps down and a contender takes over
     // within one poll interval, with the next generation.
     let first = leader(&nodes).expect("someone leads");
-    println!(
-        "{:7.3}s  --  {} is asked to step down",
-        origin.elapsed().as_secs_f64(),
-        nodes[first].name
-    );
+    println!("{:7.3}s  --  {} is asked to step down", origin.elapsed().as_secs_f64(), nodes[first].name);
     nodes[first].elector.stop();
     sleep(Duration::from_secs(10)).await;
 
     // A crash: the new leader vanishes without releasing. The others wait
     // out the TTL on their own clocks, then one takes over.
     let second = leader(&nodes).expect("someone took over");
-    println!(
-        "{:7.3}s  --  {} crashes",
-        origin.elapsed().as_secs_f64(),
-        nodes[second].name
-    );
+    println!("{:7.3}s  --  {} crashes", origin.elapsed().as_secs_f64(), nodes[second].name);
     nodes[second].network.set(Fault::Hang);
     if let Some(task) = nodes[second].task.take() {
         task.abort();
@@ -116,19 +92,12 @@ async fn main() {
     // The crashed node restarts under the same name: a new incarnation, so
     // it does not mistake its old term for its own; it waits like anyone.
     let name = nodes[second].name;
-    println!(
-        "{:7.3}s  --  {name} restarts",
-        origin.elapsed().as_secs_f64()
-    );
+    println!("{:7.3}s  --  {name} restarts", origin.elapsed().as_secs_f64());
     nodes[second] = start(name, &store, 42, origin);
     sleep(Duration::from_secs(5)).await;
 
     let third = leader(&nodes).expect("someone leads");
-    println!(
-        "{:7.3}s  --  {} crashes",
-        origin.elapsed().as_secs_f64(),
-        nodes[third].name
-    );
+    println!("{:7.3}s  --  {} crashes", origin.elapsed().as_secs_f64(), nodes[third].name);
     nodes[third].network.set(Fault::Hang);
     if let Some(task) = nodes[third].task.take() {
         task.abort();
@@ -139,10 +108,6 @@ async fn main() {
         "{:7.3}s  --  {} leads with generation {}; the generation rose with every handover",
         origin.elapsed().as_secs_f64(),
         nodes[last].name,
-        nodes[last]
-            .elector
-            .current_generation()
-            .map(|g| g.get())
-            .unwrap_or_default()
+        nodes[last].elector.current_generation().map(|g| g.get()).unwrap_or_default()
     );
 }

@@ -84,9 +84,7 @@ pub enum BackendError {
     Unsupported(String),
     /// A record is stored but cannot be used. Nothing is taken over on it;
     /// an operator must repair or reset the key.
-    #[error(
-        "the lease record at version {version} is unreadable: {reason}; repair it or reset the key"
-    )]
+    #[error("the lease record at version {version} is unreadable: {reason}; repair it or reset the key")]
     Corrupt {
         /// The version of the unreadable record, for a conditional reset.
         version: Version,

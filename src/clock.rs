@@ -55,9 +55,7 @@ impl Add<Duration> for Instant {
     /// record with an absurd TTL means "never" rather than a panic.
     fn add(self, rhs: Duration) -> Instant {
         let rhs = u64::try_from(rhs.as_nanos()).unwrap_or(u64::MAX);
-        Instant {
-            nanos: self.nanos.saturating_add(rhs),
-        }
+        Instant { nanos: self.nanos.saturating_add(rhs) }
     }
 }
 
@@ -66,9 +64,7 @@ impl Sub<Duration> for Instant {
 
     fn sub(self, rhs: Duration) -> Instant {
         let rhs = u64::try_from(rhs.as_nanos()).unwrap_or(u64::MAX);
-        Instant {
-            nanos: self.nanos.saturating_sub(rhs),
-        }
+        Instant { nanos: self.nanos.saturating_sub(rhs) }
     }
 }
 
@@ -105,9 +101,7 @@ impl SystemClock {
     /// A clock whose origin is now.
     #[allow(clippy::disallowed_methods)] // The one place the real clock is read.
     pub fn new() -> SystemClock {
-        SystemClock {
-            origin: tokio::time::Instant::now(),
-        }
+        SystemClock { origin: tokio::time::Instant::now() }
     }
 }
 
@@ -193,9 +187,7 @@ impl DriftingClock {
 
     #[allow(clippy::disallowed_methods)] // Reads tokio time, which tests pause and simulators virtualise.
     fn real_elapsed_nanos(&self) -> i128 {
-        tokio::time::Instant::now()
-            .saturating_duration_since(self.origin)
-            .as_nanos() as i128
+        tokio::time::Instant::now().saturating_duration_since(self.origin).as_nanos() as i128
     }
 
     fn local_from_real(&self, real_nanos: i128) -> i128 {
@@ -232,8 +224,7 @@ fn shift(base: SystemTime, nanos: i128) -> SystemTime {
     if nanos >= 0 {
         base.checked_add(magnitude).unwrap_or(base)
     } else {
-        base.checked_sub(magnitude)
-            .unwrap_or(SystemTime::UNIX_EPOCH)
+        base.checked_sub(magnitude).unwrap_or(SystemTime::UNIX_EPOCH)
     }
 }
 
@@ -251,10 +242,7 @@ mod tests {
         #[allow(clippy::disallowed_methods)]
         let real = real_start.elapsed();
         // Eleven local seconds on a clock 10 % fast are ten real seconds.
-        assert!(
-            real >= Duration::from_secs(10) && real < Duration::from_millis(10_002),
-            "{real:?}"
-        );
+        assert!(real >= Duration::from_secs(10) && real < Duration::from_millis(10_002), "{real:?}");
         assert!(fast.now() >= start + Duration::from_secs(11));
     }
 
@@ -263,10 +251,7 @@ mod tests {
         let clock = DriftingClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1000), 0);
         let before = clock.now();
         clock.step_wall(-60_000_000_000);
-        assert_eq!(
-            clock.wall(),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(940)
-        );
+        assert_eq!(clock.wall(), SystemTime::UNIX_EPOCH + Duration::from_secs(940));
         assert_eq!(clock.now(), before);
     }
 

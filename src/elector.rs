@@ -61,9 +61,7 @@ pub enum ElectorError {
     /// An observer saw the stored generation go down: somebody deleted or
     /// reset the lease key. Fencing tokens from before are no longer ordered
     /// against new ones; reset the key with a generation floor.
-    #[error(
-        "the stored generation went back from {seen} to {found}: the lease key was deleted or reset"
-    )]
+    #[error("the stored generation went back from {seen} to {found}: the lease key was deleted or reset")]
     GenerationWentBack {
         /// The highest generation this elector had seen.
         seen: Generation,
@@ -327,13 +325,9 @@ impl<B: Backend> ElectorBuilder<B> {
     /// id is drawn here.
     pub fn build(self) -> Result<Elector<B>, ElectorError> {
         let timing = self.timing()?;
-        let owner = self
-            .owner
-            .ok_or_else(|| ElectorError::Config("an owner name is required".into()))?;
+        let owner = self.owner.ok_or_else(|| ElectorError::Config("an owner name is required".into()))?;
         if owner.is_empty() || owner.len() > MAX_OWNER_BYTES {
-            return Err(ElectorError::Config(format!(
-                "the owner name must be 1 to {MAX_OWNER_BYTES} bytes"
-            )));
+            return Err(ElectorError::Config(format!("the owner name must be 1 to {MAX_OWNER_BYTES} bytes")));
         }
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
@@ -365,10 +359,7 @@ impl<B: Backend> ElectorBuilder<B> {
             return config(format!("TTL {ttl:?} is outside 10ms..24h"));
         }
         if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
-            return config(format!(
-                "drift bound {} must be at least 0 and below 0.1",
-                self.drift_bound
-            ));
+            return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
         }
         let timing = Timing {
             ttl,
@@ -391,10 +382,7 @@ impl<B: Backend> ElectorBuilder<B> {
             }
         }
         if timing.poll_interval > ttl {
-            return config(format!(
-                "the poll interval {:?} is longer than the TTL {ttl:?}",
-                timing.poll_interval
-            ));
+            return config(format!("the poll interval {:?} is longer than the TTL {ttl:?}", timing.poll_interval));
         }
         let safe = self::core::drift_shrunk(ttl, timing.drift_bound_ppb);
         let needed = timing.renew_interval + timing.request_timeout + timing.stop_margin;
@@ -427,9 +415,7 @@ pub struct Elector<B> {
 
 impl<B> Clone for Elector<B> {
     fn clone(&self) -> Self {
-        Elector {
-            inner: self.inner.clone(),
-        }
+        Elector { inner: self.inner.clone() }
     }
 }
 
@@ -508,8 +494,7 @@ impl<B: Backend> Elector<B> {
 
     /// The generation of the current term, if leading. Cheap.
     pub fn current_generation(&self) -> Option<Generation> {
-        self.is_leader()
-            .then(|| Generation(self.inner.generation.load(Ordering::Acquire)))
+        self.is_leader().then(|| Generation(self.inner.generation.load(Ordering::Acquire)))
     }
 
     /// The highest generation this elector has read or written.
@@ -531,10 +516,7 @@ impl<B: Backend> Elector<B> {
     pub fn subscribe(&self) -> Events {
         let (sender, receiver) = mpsc::unbounded_channel();
         self.inner.lock_subscribers().push(sender);
-        Events {
-            receiver,
-            stop: None,
-        }
+        Events { receiver, stop: None }
     }
 
     /// Stops the elector: a campaign in progress returns
@@ -559,10 +541,7 @@ impl<B: Backend> Elector<B> {
         let now = inner.clock.now();
         let seen = inner.core().highest_seen();
         if stored.record.generation < seen {
-            return Err(ElectorError::GenerationWentBack {
-                seen,
-                found: stored.record.generation,
-            });
+            return Err(ElectorError::GenerationWentBack { seen, found: stored.record.generation });
         }
         inner.core().saw(stored.record.generation);
         let mut observed = inner.observed.lock().unwrap_or_else(|p| p.into_inner());
@@ -610,10 +589,7 @@ impl<B: Backend> Elector<B> {
         F: FnOnce(LeaderContext, Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let mut stop = StopSignal {
-            elector: self.inner.stop.subscribe(),
-            extra: extra_stop,
-        };
+        let mut stop = StopSignal { elector: self.inner.stop.subscribe(), extra: extra_stop };
         let _campaign = tokio::select! {
             biased;
             () = stop.stopped() => return Err(ElectorError::Stopped),
@@ -626,28 +602,13 @@ impl<B: Backend> Elector<B> {
         };
         let generation = held.record.generation;
         let (cancel, cancelled) = watch::channel(false);
-        let context = LeaderContext {
-            generation,
-            cancelled,
-        };
-        let lease = Lease {
-            generation,
-            owner: self.inner.owner.clone(),
-            incarnation: self.inner.incarnation.clone(),
-        };
-        let mut term = TermGuard {
-            inner: self.inner.clone(),
-            held: Some(held),
-            cancel,
-        };
+        let context = LeaderContext { generation, cancelled };
+        let lease = Lease { generation, owner: self.inner.owner.clone(), incarnation: self.inner.incarnation.clone() };
+        let mut term = TermGuard { inner: self.inner.clone(), held: Some(held), cancel };
 
         // The lock-delay runs inside the held term, so the lease is renewed
         // while it passes; the work starts only afterwards.
-        let lock_delay = if involuntary {
-            self.inner.core().timing.lock_delay
-        } else {
-            Duration::ZERO
-        };
+        let lock_delay = if involuntary { self.inner.core().timing.lock_delay } else { Duration::ZERO };
         let start = self.inner.clock.now();
         let inner = self.inner.clone();
         let announced = context.clone();
@@ -664,20 +625,12 @@ impl<B: Backend> Elector<B> {
         match ended {
             HoldEnd::WorkDone(output) => {
                 let end = term.release().await;
-                Ok(Term {
-                    output,
-                    generation,
-                    end,
-                })
+                Ok(Term { output, generation, end })
             }
             HoldEnd::Lost(reason) => {
                 term.lose(reason.clone());
                 let output = work.await;
-                Ok(Term {
-                    output,
-                    generation,
-                    end: TermEnd::Lost(reason),
-                })
+                Ok(Term { output, generation, end: TermEnd::Lost(reason) })
             }
         }
     }
@@ -694,10 +647,7 @@ impl<B: Backend> Elector<B> {
         tokio::spawn(async move {
             loop {
                 let result = elector
-                    .lead_until(
-                        |context, _lease| async move { context.cancelled().await },
-                        Some(stop.clone()),
-                    )
+                    .lead_until(|context, _lease| async move { context.cancelled().await }, Some(stop.clone()))
                     .await;
                 match result {
                     Ok(_) if !*stop.borrow() => continue,
@@ -751,20 +701,15 @@ impl<B: Backend> Inner<B> {
     fn core(&self) -> MutexGuard<'_, Core> {
         // Every critical section assigns whole values, so a poisoned lock
         // still guards a consistent state.
-        self.core
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn lock_subscribers(&self) -> MutexGuard<'_, Vec<mpsc::UnboundedSender<Event>>> {
-        self.subscribers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.subscribers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn emit(&self, event: Event) {
-        self.lock_subscribers()
-            .retain(|subscriber| subscriber.send(event.clone()).is_ok());
+        self.lock_subscribers().retain(|subscriber| subscriber.send(event.clone()).is_ok());
     }
 
     fn timing(&self) -> Timing {
@@ -797,16 +742,10 @@ impl<B: Backend> Inner<B> {
     }
 
     async fn read(&self) -> Result<Stored, BackendError> {
-        self.timed(self.backend.read())
-            .await
-            .unwrap_or_else(|| Err(BackendError::Transient("read timed out".into())))
+        self.timed(self.backend.read()).await.unwrap_or_else(|| Err(BackendError::Transient("read timed out".into())))
     }
 
-    async fn write(
-        &self,
-        expected: Option<&Version>,
-        record: &LeaseRecord,
-    ) -> Result<Version, BackendError> {
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
         self.timed(self.backend.write(expected, record))
             .await
             .unwrap_or_else(|| Err(BackendError::Ambiguous("write timed out".into())))
@@ -835,14 +774,12 @@ impl<B: Backend> Inner<B> {
                     self.clock.sleep_until(wake).await;
                     due = self.core().due(self.clock.now());
                 }
-                Decision::Take {
-                    expected,
-                    generation,
-                    involuntary,
-                } => match self.take(expected.as_ref(), generation).await? {
-                    Some(held) => return Ok((held, involuntary)),
-                    None => continue,
-                },
+                Decision::Take { expected, generation, involuntary } => {
+                    match self.take(expected.as_ref(), generation).await? {
+                        Some(held) => return Ok((held, involuntary)),
+                        None => continue,
+                    }
+                }
             }
         }
     }
@@ -854,9 +791,7 @@ impl<B: Backend> Inner<B> {
         let arrived = self.clock.now();
         let wall = self.clock.wall();
         let decision = match &result {
-            Ok(stored) => self
-                .core()
-                .decide(Observation::Record(stored), arrived, wall),
+            Ok(stored) => self.core().decide(Observation::Record(stored), arrived, wall),
             Err(BackendError::NoLease) => self.core().decide(Observation::Missing, arrived, wall),
             Err(err @ BackendError::Corrupt { .. }) => {
                 warn!(owner = %self.owner, error = %err, "lease record is unreadable; not taking over");
@@ -874,15 +809,9 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Tries to write a new term. `Ok(None)` means not this time.
-    async fn take(
-        &self,
-        expected: Option<&Version>,
-        generation: Generation,
-    ) -> Result<Option<Held>, ElectorError> {
+    async fn take(&self, expected: Option<&Version>, generation: Generation) -> Result<Option<Held>, ElectorError> {
         let nonce = self.nonce();
-        let record = self
-            .core()
-            .record(generation, self.clock.wall(), nonce.clone(), false);
+        let record = self.core().record(generation, self.clock.wall(), nonce.clone(), false);
         let sent_at = self.clock.now();
         let result = self.write(expected, &record).await;
         let version = match result {
@@ -919,18 +848,11 @@ impl<B: Backend> Inner<B> {
             // The write landed, but so late that the term is already over.
             return Ok(None);
         }
-        Ok(Some(Held {
-            version,
-            record,
-            sent_at,
-            ends_at,
-            pending: Vec::new(),
-        }))
+        Ok(Some(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
     }
 
     fn begin_term(&self, lease: Lease, context: LeaderContext) {
-        self.generation
-            .store(lease.generation.get(), Ordering::Release);
+        self.generation.store(lease.generation.get(), Ordering::Release);
         self.leading.store(true, Ordering::Release);
         info!(owner = %self.owner, generation = %lease.generation, "acquired the lease");
         self.emit(Event::Acquired { lease, context });
@@ -945,9 +867,7 @@ impl<B: Backend> Inner<B> {
             Err(BackendError::NoLease) => return Renewal::Lost(LossReason::Deleted),
             Err(err) if err.is_fatal() => return Renewal::Lost(LossReason::Failed(err)),
             Err(BackendError::Transient(message)) => {
-                self.emit(Event::Error {
-                    error: BackendError::Transient(message),
-                });
+                self.emit(Event::Error { error: BackendError::Transient(message) });
                 return Renewal::NotApplied;
             }
             // LeaseHeld may mean our own earlier, unresolved renewal landed;
@@ -970,15 +890,8 @@ impl<B: Backend> Inner<B> {
             Resolution::Superseded => {
                 // An earlier renewal whose outcome was unknown may have landed.
                 let landed = read.and_then(|stored| {
-                    let (_, sent_at) = held
-                        .pending
-                        .iter()
-                        .find(|(nonce, _)| *nonce == stored.record.nonce)?;
-                    Some(Renewal::Adopt {
-                        version: stored.version,
-                        record: stored.record,
-                        sent_at: *sent_at,
-                    })
+                    let (_, sent_at) = held.pending.iter().find(|(nonce, _)| *nonce == stored.record.nonce)?;
+                    Some(Renewal::Adopt { version: stored.version, record: stored.record, sent_at: *sent_at })
                 });
                 landed.unwrap_or(Renewal::Lost(LossReason::Superseded))
             }
@@ -1017,11 +930,7 @@ struct TermGuard<B: Backend> {
 
 impl<B: Backend> TermGuard<B> {
     /// Renews until the work returns or the term is lost.
-    async fn hold<W: Future>(
-        &mut self,
-        mut work: Pin<&mut W>,
-        stop: &mut StopSignal,
-    ) -> HoldEnd<W::Output> {
+    async fn hold<W: Future>(&mut self, mut work: Pin<&mut W>, stop: &mut StopSignal) -> HoldEnd<W::Output> {
         let inner = self.inner.clone();
         let timing = inner.timing();
         let Some(held) = self.held.as_mut() else {
@@ -1049,12 +958,7 @@ impl<B: Backend> TermGuard<B> {
                 }
             }
             let nonce = inner.nonce();
-            let record = inner.core().record(
-                held.record.generation,
-                inner.clock.wall(),
-                nonce.clone(),
-                false,
-            );
+            let record = inner.core().record(held.record.generation, inner.clock.wall(), nonce.clone(), false);
             let sent_at = inner.clock.now();
             // Tracked until a renewal is confirmed: a timed-out write may
             // still land later, and must then be recognised as ours.
@@ -1078,15 +982,9 @@ impl<B: Backend> TermGuard<B> {
                     held.pending.clear();
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
-                    inner.emit(Event::Renewed {
-                        generation: held.record.generation,
-                    });
+                    inner.emit(Event::Renewed { generation: held.record.generation });
                 }
-                Renewal::Adopt {
-                    version,
-                    record,
-                    sent_at,
-                } => {
+                Renewal::Adopt { version, record, sent_at } => {
                     held.version = version;
                     held.record = record;
                     held.sent_at = sent_at;
@@ -1107,18 +1005,11 @@ impl<B: Backend> TermGuard<B> {
 
     /// Ends the term involuntarily: cancels the context at once.
     fn lose(&mut self, reason: LossReason) {
-        let generation = self
-            .held
-            .as_ref()
-            .map(|held| held.record.generation)
-            .unwrap_or_default();
+        let generation = self.held.as_ref().map(|held| held.record.generation).unwrap_or_default();
         self.held = None;
         self.inner.end_term(&self.cancel);
         info!(owner = %self.inner.owner, %generation, %reason, "lost the lease");
-        self.inner.emit(Event::Lost {
-            generation,
-            reason: Some(reason),
-        });
+        self.inner.emit(Event::Lost { generation, reason: Some(reason) });
     }
 
     /// Ends the term voluntarily, after the work has returned.
@@ -1139,10 +1030,7 @@ impl<B: Backend> TermGuard<B> {
                 warn!(owner = %self.inner.owner, %generation, end = ?other, "stopped leading; release not confirmed")
             }
         }
-        self.inner.emit(Event::Lost {
-            generation,
-            reason: None,
-        });
+        self.inner.emit(Event::Lost { generation, reason: None });
         end
     }
 }
@@ -1153,10 +1041,7 @@ impl<B: Backend> Drop for TermGuard<B> {
         self.inner.end_term(&self.cancel);
         let generation = held.record.generation;
         warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
-        self.inner.emit(Event::Lost {
-            generation,
-            reason: None,
-        });
+        self.inner.emit(Event::Lost { generation, reason: None });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let inner = self.inner.clone();
             runtime.spawn(async move {
@@ -1184,12 +1069,7 @@ impl<B: Backend> Inner<B> {
                 };
             }
             let nonce = self.nonce();
-            let record = self.core().record(
-                held.record.generation,
-                self.clock.wall(),
-                nonce.clone(),
-                true,
-            );
+            let record = self.core().record(held.record.generation, self.clock.wall(), nonce.clone(), true);
             let mut expected = held.version.clone();
             // At most two attempts: the second only when an earlier renewal
             // of ours turns out to have landed and changed the version.
@@ -1206,15 +1086,10 @@ impl<B: Backend> Inner<B> {
                         if stored.record.nonce == nonce {
                             return TermEnd::Released;
                         }
-                        let ours = held
-                            .pending
-                            .iter()
-                            .any(|(pending, _)| *pending == stored.record.nonce)
+                        let ours = held.pending.iter().any(|(pending, _)| *pending == stored.record.nonce)
                             || stored.record.nonce == held.record.nonce;
                         if !ours {
-                            return TermEnd::ReleaseUnconfirmed(
-                                "another writer holds the lease now".into(),
-                            );
+                            return TermEnd::ReleaseUnconfirmed("another writer holds the lease now".into());
                         }
                         expected = stored.version;
                     }

@@ -54,9 +54,7 @@ pub struct SeededEntropy {
 impl SeededEntropy {
     /// A generator whose whole output is determined by `seed`.
     pub fn new(seed: u64) -> SeededEntropy {
-        SeededEntropy {
-            state: Mutex::new(seed),
-        }
+        SeededEntropy { state: Mutex::new(seed) }
     }
 }
 
@@ -73,10 +71,7 @@ impl Entropy for SeededEntropy {
     fn fill(&self, buf: &mut [u8]) {
         // A poisoned lock still holds a valid state: the generator has no
         // invariant a panic elsewhere could break.
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for chunk in buf.chunks_mut(8) {
             let word = splitmix64(&mut state).to_le_bytes();
             chunk.copy_from_slice(&word[..chunk.len()]);
@@ -102,11 +97,7 @@ mod tests {
 
     #[test]
     fn seeded_entropy_replays_and_differs_by_seed() {
-        let (a, b, c) = (
-            SeededEntropy::new(1),
-            SeededEntropy::new(1),
-            SeededEntropy::new(2),
-        );
+        let (a, b, c) = (SeededEntropy::new(1), SeededEntropy::new(1), SeededEntropy::new(2));
         let (mut x, mut y, mut z) = ([0u8; 13], [0u8; 13], [0u8; 13]);
         a.fill(&mut x);
         b.fill(&mut y);

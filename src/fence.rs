@@ -54,17 +54,9 @@ impl Fence {
         let mut current = self.highest.load(Ordering::Acquire);
         loop {
             if token.get() < current {
-                return Err(StaleToken {
-                    presented: token,
-                    highest: Generation(current),
-                });
+                return Err(StaleToken { presented: token, highest: Generation(current) });
             }
-            match self.highest.compare_exchange_weak(
-                current,
-                token.get(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.highest.compare_exchange_weak(current, token.get(), Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Ok(()),
                 Err(actual) => current = actual,
             }
@@ -85,13 +77,7 @@ mod tests {
     fn accepts_equal_and_higher_rejects_lower() {
         let fence = Fence::new();
         fence.check(Generation(5)).unwrap();
-        assert_eq!(
-            fence.check(Generation(4)),
-            Err(StaleToken {
-                presented: Generation(4),
-                highest: Generation(5)
-            })
-        );
+        assert_eq!(fence.check(Generation(4)), Err(StaleToken { presented: Generation(4), highest: Generation(5) }));
         fence.check(Generation(7)).unwrap();
         assert_eq!(fence.highest(), Generation(7));
     }

@@ -26,9 +26,7 @@ use crate::rfc3339;
 /// assert_eq!(first.get(), 1);
 /// assert!(first.next() > first);
 /// ```
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Generation(pub u64);
 
@@ -142,10 +140,7 @@ impl LeaseRecord {
     /// Checks what `decode` checks, for records built in memory.
     pub fn validate(&self) -> Result<(), RecordError> {
         if self.ttl_ms == Some(0) {
-            return Err(RecordError::InvalidField {
-                field: "ttl_ms",
-                reason: "a TTL of zero".into(),
-            });
+            return Err(RecordError::InvalidField { field: "ttl_ms", reason: "a TTL of zero".into() });
         }
         if self.owner.len() > MAX_OWNER_BYTES {
             return Err(RecordError::InvalidField {
@@ -204,32 +199,12 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_record() {
-        for bad in [
-            &b""[..],
-            b"null",
-            b"[]",
-            b"{}",
-            b"not json",
-            b"{\"generation\":-1}",
-            b"\xff\xfe",
-        ] {
-            assert!(
-                matches!(LeaseRecord::decode(bad), Err(RecordError::Malformed(_))),
-                "{bad:?}"
-            );
+        for bad in [&b""[..], b"null", b"[]", b"{}", b"not json", b"{\"generation\":-1}", b"\xff\xfe"] {
+            assert!(matches!(LeaseRecord::decode(bad), Err(RecordError::Malformed(_))), "{bad:?}");
         }
         let zero_ttl = br#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":0}"#;
-        assert!(matches!(
-            LeaseRecord::decode(zero_ttl),
-            Err(RecordError::InvalidField {
-                field: "ttl_ms",
-                ..
-            })
-        ));
+        assert!(matches!(LeaseRecord::decode(zero_ttl), Err(RecordError::InvalidField { field: "ttl_ms", .. })));
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
-        assert_eq!(
-            LeaseRecord::decode(&huge),
-            Err(RecordError::TooLarge(MAX_RECORD_BYTES + 1))
-        );
+        assert_eq!(LeaseRecord::decode(&huge), Err(RecordError::TooLarge(MAX_RECORD_BYTES + 1)));
     }
 }

@@ -36,11 +36,7 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
     }
     let num = |range: std::ops::Range<usize>| -> Result<i64, ParseError> {
         let part = &text[range];
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            part.parse().map_err(|_| err())
-        } else {
-            Err(err())
-        }
+        if part.bytes().all(|b| b.is_ascii_digit()) { part.parse().map_err(|_| err()) } else { Err(err()) }
     };
     let separators_ok = bytes[4] == b'-'
         && bytes[7] == b'-'
@@ -85,11 +81,7 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
                 return Err(err());
             }
             let magnitude = hours * 3600 + minutes * 60;
-            if rest.starts_with('-') {
-                -magnitude
-            } else {
-                magnitude
-            }
+            if rest.starts_with('-') { -magnitude } else { magnitude }
         }
         _ => return Err(err()),
     };

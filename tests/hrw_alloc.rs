@@ -58,19 +58,14 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 #[test]
 fn lookups_on_a_prepared_set_do_not_allocate() {
-    let members: Vec<Member> = (0..1000)
-        .map(|i| Member::new(format!("replica-{i:04}"), ""))
-        .collect();
+    let members: Vec<Member> = (0..1000).map(|i| Member::new(format!("replica-{i:04}"), "")).collect();
     let capacity = NonZeroU32::new(2).unwrap();
     let mut sets = Vec::new();
     for weight_fn in [WeightFn::Fast, WeightFn::GoSha256] {
         for simd in [Simd::Auto, Simd::Off] {
             let options = Options { weight_fn, simd };
             sets.push(MemberSet::with_options(members.clone(), options));
-            sets.push(MemberSet::weighted(
-                members.iter().cloned().map(|m| (m, capacity)),
-                options,
-            ));
+            sets.push(MemberSet::weighted(members.iter().cloned().map(|m| (m, capacity)), options));
         }
     }
     // Keys of every interesting length for SHA-256: one block, two blocks,

@@ -75,9 +75,7 @@ impl From<Hash> for WeightFn {
 #[derive(Debug, thiserror::Error)]
 pub enum HrwError {
     /// No ids were given, so no member can own the key.
-    #[error(
-        "no member ids given: an empty set owns nothing (ids that begin with '-' go after '--')"
-    )]
+    #[error("no member ids given: an empty set owns nothing (ids that begin with '-' go after '--')")]
     NoMembers,
     /// Writing the answer failed.
     #[error("cannot write output: {0}")]
@@ -99,11 +97,7 @@ impl Lookup {
         if self.ids.is_empty() {
             return Err(HrwError::NoMembers);
         }
-        Ok(self
-            .ids
-            .iter()
-            .map(|id| Member::new(id.as_str(), ""))
-            .collect())
+        Ok(self.ids.iter().map(|id| Member::new(id.as_str(), "")).collect())
     }
 }
 
@@ -114,9 +108,7 @@ pub fn run(command: HrwCommand, out: &mut impl Write) -> Result<(), HrwError> {
             let members = args.lookup.members()?;
             let weight_fn = WeightFn::from(args.lookup.hash);
             // A non-empty list always has an owner.
-            let owner = weight_fn
-                .owner(&args.lookup.key, &members)
-                .ok_or(HrwError::NoMembers)?;
+            let owner = weight_fn.owner(&args.lookup.key, &members).ok_or(HrwError::NoMembers)?;
             writeln!(out, "{}", owner.id)?;
         }
         HrwCommand::Replicas(args) => {

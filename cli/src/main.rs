@@ -9,6 +9,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod hrw;
+mod lease;
+mod run;
+mod store;
 
 /// Single-writer election and ownership tools.
 #[derive(Debug, Parser)]
@@ -23,24 +26,73 @@ enum Command {
     /// Rendezvous (HRW) ownership: which member owns a key.
     #[command(subcommand)]
     Hrw(hrw::HrwCommand),
+    /// Run a command only while holding the lease (a leader-only job).
+    Run(run::RunArgs),
+    /// Inspect or repair the lease record.
+    #[command(subcommand)]
+    Lease(lease::LeaseCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match cli.command {
+        Command::Hrw(command) => hrw_main(command),
+        Command::Run(args) => {
+            init_logging();
+            match runtime().and_then(|runtime| runtime.block_on(run::run(args)).map_err(|err| err.to_string())) {
+                Ok(code) => ExitCode::from(code),
+                Err(error) => fail(&error),
+            }
+        }
+        Command::Lease(command) => {
+            init_logging();
+            let mut stdout = std::io::stdout().lock();
+            let result = runtime()
+                .and_then(|runtime| runtime.block_on(lease::run(command, &mut stdout)).map_err(|err| err.to_string()));
+            match result.and_then(|()| stdout.flush().map_err(|err| err.to_string())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => fail(&error),
+            }
+        }
+    }
+}
+
+fn hrw_main(command: hrw::HrwCommand) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
-    let result = match cli.command {
-        Command::Hrw(command) => hrw::run(command, &mut stdout),
-    };
-    let result = result.and_then(|()| stdout.flush().map_err(hrw::HrwError::from));
+    let result = hrw::run(command, &mut stdout).and_then(|()| stdout.flush().map_err(hrw::HrwError::from));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that closed the pipe early (`| head`) is not an error.
-        Err(hrw::HrwError::Output(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::SUCCESS
-        }
+        Err(hrw::HrwError::Output(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("hoplock: {error}");
             ExitCode::from(error.exit_code())
         }
     }
+}
+
+fn fail(error: &str) -> ExitCode {
+    eprintln!("hoplock: {error}");
+    ExitCode::FAILURE
+}
+
+/// One thread: `hoplock run` asks the kernel to kill its command when the
+/// thread that started it exits, so that thread must be the process's own.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the async runtime: {err}"))
+}
+
+/// Logs to stderr: leadership changes at info, renewals at debug (set
+/// `HOPLOCK_LOG=debug` to see them).
+fn init_logging() {
+    let level = match std::env::var("HOPLOCK_LOG").as_deref() {
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("warn") => tracing::Level::WARN,
+        Ok("error") => tracing::Level::ERROR,
+        _ => tracing::Level::INFO,
+    };
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
 }

@@ -93,9 +93,7 @@ impl MemoryBackend {
         // The state has no invariant that a panic while holding the lock can
         // break half-way (each operation assigns whole values), so a poisoned
         // lock is still usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -104,22 +102,12 @@ impl Backend for MemoryBackend {
         let state = self.lock();
         let (bytes, version) = state.object.as_ref().ok_or(BackendError::NoLease)?;
         match LeaseRecord::decode(bytes) {
-            Ok(record) => Ok(Stored {
-                record,
-                version: version.clone(),
-            }),
-            Err(reason) => Err(BackendError::Corrupt {
-                version: version.clone(),
-                reason,
-            }),
+            Ok(record) => Ok(Stored { record, version: version.clone() }),
+            Err(reason) => Err(BackendError::Corrupt { version: version.clone(), reason }),
         }
     }
 
-    async fn write(
-        &self,
-        expected: Option<&Version>,
-        record: &LeaseRecord,
-    ) -> Result<Version, BackendError> {
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
         let mut state = self.lock();
         state.check(expected)?;
         let version = state.next_version();

@@ -85,11 +85,7 @@ pub(crate) enum Observation<'a> {
 pub(crate) enum Decision {
     /// Write a new term now, conditional on `expected` (`None`: the key must
     /// not exist).
-    Take {
-        expected: Option<Version>,
-        generation: Generation,
-        involuntary: bool,
-    },
+    Take { expected: Option<Version>, generation: Generation, involuntary: bool },
     /// Not yet. If `until` is set, the lease can be taken then without
     /// another read, provided the version has not changed (the conditional
     /// write checks that).
@@ -123,19 +119,11 @@ pub(crate) enum Resolution {
 }
 
 /// Judges an unknown write outcome by the nonce in the record now stored.
-pub(crate) fn resolve(
-    read: Option<&Stored>,
-    written_nonce: &str,
-    previous_nonce: Option<&str>,
-) -> Resolution {
+pub(crate) fn resolve(read: Option<&Stored>, written_nonce: &str, previous_nonce: Option<&str>) -> Resolution {
     match read {
         None => Resolution::Vanished,
-        Some(stored) if stored.record.nonce == written_nonce => {
-            Resolution::Applied(stored.version.clone())
-        }
-        Some(stored) if previous_nonce == Some(stored.record.nonce.as_str()) => {
-            Resolution::NotApplied
-        }
+        Some(stored) if stored.record.nonce == written_nonce => Resolution::Applied(stored.version.clone()),
+        Some(stored) if previous_nonce == Some(stored.record.nonce.as_str()) => Resolution::NotApplied,
         Some(_) => Resolution::Superseded,
     }
 }
@@ -154,14 +142,7 @@ pub(crate) struct Core {
 
 impl Core {
     pub fn new(timing: Timing, policy: Policy, owner: String, incarnation: String) -> Core {
-        Core {
-            timing,
-            policy,
-            owner,
-            incarnation,
-            highest_seen: Generation::ZERO,
-            watch: None,
-        }
+        Core { timing, policy, owner, incarnation, highest_seen: Generation::ZERO, watch: None }
     }
 
     /// The highest generation this elector has read or written.
@@ -178,12 +159,7 @@ impl Core {
     /// response arrived on this elector's monotonic clock; `wall` is its wall
     /// clock, which only the reference policy looks at.
     #[cfg_attr(not(any(test, feature = "testing")), allow(unused_variables))]
-    pub fn decide(
-        &mut self,
-        observation: Observation<'_>,
-        arrived: Instant,
-        wall: SystemTime,
-    ) -> Decision {
+    pub fn decide(&mut self, observation: Observation<'_>, arrived: Instant, wall: SystemTime) -> Decision {
         match self.policy {
             // The safe policy never looks at the wall clock.
             Policy::Safe => self.decide_safe(observation, arrived),
@@ -202,15 +178,9 @@ impl Core {
                 // rather than creating a record at once.
                 Some(watch) => {
                     watch.expected = None;
-                    self.due(arrived).unwrap_or(Decision::Wait {
-                        until: Some(self.watch_deadline()),
-                    })
+                    self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
                 }
-                None => Decision::Take {
-                    expected: None,
-                    generation: next,
-                    involuntary: false,
-                },
+                None => Decision::Take { expected: None, generation: next, involuntary: false },
             },
             Observation::Record(stored) => {
                 let record = &stored.record;
@@ -235,10 +205,7 @@ impl Core {
                         involuntary: true,
                     };
                 }
-                let unchanged = self
-                    .watch
-                    .as_ref()
-                    .is_some_and(|watch| watch.version == stored.version);
+                let unchanged = self.watch.as_ref().is_some_and(|watch| watch.version == stored.version);
                 if unchanged {
                     if let Some(watch) = &mut self.watch {
                         watch.expected = Some(stored.version.clone());
@@ -251,9 +218,7 @@ impl Core {
                         ttl: record.ttl().unwrap_or(self.timing.ttl),
                     });
                 }
-                self.due(arrived).unwrap_or(Decision::Wait {
-                    until: Some(self.watch_deadline()),
-                })
+                self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
             }
         }
     }
@@ -263,11 +228,7 @@ impl Core {
         match observation {
             Observation::Corrupt => Decision::Wait { until: None },
             // The seed starts every new record at generation 1.
-            Observation::Missing => Decision::Take {
-                expected: None,
-                generation: Generation(1),
-                involuntary: false,
-            },
+            Observation::Missing => Decision::Take { expected: None, generation: Generation(1), involuntary: false },
             Observation::Record(stored) => {
                 let record = &stored.record;
                 self.saw(record.generation);
@@ -275,22 +236,11 @@ impl Core {
                 if record.owner == self.owner {
                     // The seed treats its own owner name as its own lease and
                     // renews it at the same generation.
-                    return Decision::Take {
-                        expected,
-                        generation: record.generation,
-                        involuntary: false,
-                    };
+                    return Decision::Take { expected, generation: record.generation, involuntary: false };
                 }
-                let expired = record.released
-                    || record
-                        .expires_at_time()
-                        .is_none_or(|expires| expires <= wall);
+                let expired = record.released || record.expires_at_time().is_none_or(|expires| expires <= wall);
                 if expired {
-                    Decision::Take {
-                        expected,
-                        generation: record.generation.next(),
-                        involuntary: false,
-                    }
+                    Decision::Take { expected, generation: record.generation.next(), involuntary: false }
                 } else {
                     Decision::Wait { until: None }
                 }
@@ -299,9 +249,7 @@ impl Core {
     }
 
     fn watch_deadline(&self) -> Instant {
-        self.watch
-            .as_ref()
-            .map_or(Instant::ZERO, |watch| watch.since + watch.ttl)
+        self.watch.as_ref().map_or(Instant::ZERO, |watch| watch.since + watch.ttl)
     }
 
     /// The takeover that is due at `now` without another read, if any: the
@@ -342,13 +290,7 @@ impl Core {
     }
 
     /// The record for a new term or a renewal at `generation`.
-    pub fn record(
-        &mut self,
-        generation: Generation,
-        wall: SystemTime,
-        nonce: String,
-        released: bool,
-    ) -> LeaseRecord {
+    pub fn record(&mut self, generation: Generation, wall: SystemTime, nonce: String, released: bool) -> LeaseRecord {
         self.saw(generation);
         LeaseRecord {
             generation,
@@ -414,20 +356,12 @@ mod tests {
         let mut core = core();
         assert_eq!(
             core.decide(Observation::Missing, at(0), WALL),
-            Decision::Take {
-                expected: None,
-                generation: Generation(1),
-                involuntary: false
-            }
+            Decision::Take { expected: None, generation: Generation(1), involuntary: false }
         );
         let released = stored(4, "v1", "x", true);
         assert_eq!(
             core.decide(Observation::Record(&released), at(0), WALL),
-            Decision::Take {
-                expected: Some(Version::new("v1")),
-                generation: Generation(5),
-                involuntary: false
-            }
+            Decision::Take { expected: Some(Version::new("v1")), generation: Generation(5), involuntary: false }
         );
     }
 
@@ -436,34 +370,15 @@ mod tests {
         let mut core = core();
         let live = stored(2, "v1", "x", false);
         // expires_at is in the distant past; it must not matter.
-        assert_eq!(
-            core.decide(Observation::Record(&live), at(5), WALL),
-            Decision::Wait {
-                until: Some(at(25))
-            }
-        );
-        assert_eq!(
-            core.decide(Observation::Record(&live), at(24), WALL),
-            Decision::Wait {
-                until: Some(at(25))
-            }
-        );
+        assert_eq!(core.decide(Observation::Record(&live), at(5), WALL), Decision::Wait { until: Some(at(25)) });
+        assert_eq!(core.decide(Observation::Record(&live), at(24), WALL), Decision::Wait { until: Some(at(25)) });
         assert_eq!(core.due(at(24)), None);
-        let take = Decision::Take {
-            expected: Some(Version::new("v1")),
-            generation: Generation(3),
-            involuntary: true,
-        };
+        let take = Decision::Take { expected: Some(Version::new("v1")), generation: Generation(3), involuntary: true };
         assert_eq!(core.due(at(25)), Some(take.clone()));
         assert_eq!(core.decide(Observation::Record(&live), at(26), WALL), take);
         // A new version restarts the wait.
         let renewed = stored(2, "v2", "x", false);
-        assert_eq!(
-            core.decide(Observation::Record(&renewed), at(27), WALL),
-            Decision::Wait {
-                until: Some(at(47))
-            }
-        );
+        assert_eq!(core.decide(Observation::Record(&renewed), at(27), WALL), Decision::Wait { until: Some(at(47)) });
     }
 
     #[test]
@@ -471,19 +386,10 @@ mod tests {
         let mut core = core();
         let live = stored(9, "v1", "x", false);
         core.decide(Observation::Record(&live), at(0), WALL);
-        assert_eq!(
-            core.decide(Observation::Missing, at(1), WALL),
-            Decision::Wait {
-                until: Some(at(20))
-            }
-        );
+        assert_eq!(core.decide(Observation::Missing, at(1), WALL), Decision::Wait { until: Some(at(20)) });
         assert_eq!(
             core.due(at(20)),
-            Some(Decision::Take {
-                expected: None,
-                generation: Generation(10),
-                involuntary: true
-            })
+            Some(Decision::Take { expected: None, generation: Generation(10), involuntary: true })
         );
     }
 
@@ -493,33 +399,18 @@ mod tests {
         let mine = stored(3, "v1", "my-incarnation", false);
         assert!(matches!(
             core.decide(Observation::Record(&mine), at(0), WALL),
-            Decision::Take {
-                generation: Generation(4),
-                ..
-            }
+            Decision::Take { generation: Generation(4), .. }
         ));
-        assert_eq!(
-            core.decide(Observation::Corrupt, at(100), WALL),
-            Decision::Wait { until: None }
-        );
+        assert_eq!(core.decide(Observation::Corrupt, at(100), WALL), Decision::Wait { until: None });
         assert_eq!(core.due(at(1000)), None);
     }
 
     #[test]
     fn unknown_outcomes_are_judged_by_nonce() {
         let s = stored(1, "v7", "x", false);
-        assert_eq!(
-            resolve(Some(&s), "n-v7", Some("old")),
-            Resolution::Applied(Version::new("v7"))
-        );
-        assert_eq!(
-            resolve(Some(&s), "mine", Some("n-v7")),
-            Resolution::NotApplied
-        );
-        assert_eq!(
-            resolve(Some(&s), "mine", Some("old")),
-            Resolution::Superseded
-        );
+        assert_eq!(resolve(Some(&s), "n-v7", Some("old")), Resolution::Applied(Version::new("v7")));
+        assert_eq!(resolve(Some(&s), "mine", Some("n-v7")), Resolution::NotApplied);
+        assert_eq!(resolve(Some(&s), "mine", Some("old")), Resolution::Superseded);
         assert_eq!(resolve(None, "mine", None), Resolution::Vanished);
     }
 
@@ -528,20 +419,12 @@ mod tests {
         let mut core = Core::new(timing(), Policy::WallClockExpiry, "me".into(), "i".into());
         let live = stored(2, "v1", "x", false); // expires_at in 2000
         assert!(matches!(
-            core.decide(
-                Observation::Record(&live),
-                at(0),
-                WALL + Duration::from_secs(1 << 31)
-            ),
+            core.decide(Observation::Record(&live), at(0), WALL + Duration::from_secs(1 << 31)),
             Decision::Take { .. }
         ));
         assert_eq!(
             core.decide(Observation::Missing, at(0), WALL),
-            Decision::Take {
-                expected: None,
-                generation: Generation(1),
-                involuntary: false
-            }
+            Decision::Take { expected: None, generation: Generation(1), involuntary: false }
         );
     }
 }

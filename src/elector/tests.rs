@@ -38,42 +38,32 @@ fn node_with(
 ) -> Node {
     let backend = Faulty::new(store.clone());
     let control = backend.control();
-    let builder = Elector::builder(backend)
-        .owner(owner)
-        .ttl(TTL)
-        .entropy(Arc::new(SeededEntropy::new(seed)));
-    Node {
-        elector: configure(builder).build().unwrap(),
-        control,
-    }
+    let builder = Elector::builder(backend).owner(owner).ttl(TTL).entropy(Arc::new(SeededEntropy::new(seed)));
+    Node { elector: configure(builder).build().unwrap(), control }
 }
+
+/// One term as the work saw it: owner, generation, start and end.
+type TermRecord = (String, Generation, RealInstant, Option<RealInstant>);
 
 /// When a node's leader-only work started and stopped, in real time.
 #[derive(Clone, Debug, Default)]
 struct Timeline {
-    terms: Arc<Mutex<Vec<(String, Generation, RealInstant, Option<RealInstant>)>>>,
+    terms: Arc<Mutex<Vec<TermRecord>>>,
 }
 
 impl Timeline {
-    fn terms(&self) -> Vec<(String, Generation, RealInstant, Option<RealInstant>)> {
+    fn terms(&self) -> Vec<TermRecord> {
         self.terms.lock().unwrap().clone()
     }
 
     fn first_term_of(&self, owner: &str) -> Option<(Generation, RealInstant, Option<RealInstant>)> {
-        self.terms()
-            .into_iter()
-            .find(|t| t.0 == owner)
-            .map(|t| (t.1, t.2, t.3))
+        self.terms().into_iter().find(|t| t.0 == owner).map(|t| (t.1, t.2, t.3))
     }
 }
 
 /// Leads once, holding until cancelled (or for `hold` if set), and records
 /// the term. Returns the task.
-fn campaign(
-    node: &Node,
-    timeline: &Timeline,
-    hold: Option<Duration>,
-) -> JoinHandle<Option<Term<()>>> {
+fn campaign(node: &Node, timeline: &Timeline, hold: Option<Duration>) -> JoinHandle<Option<Term<()>>> {
     let elector = node.elector.clone();
     let timeline = timeline.clone();
     tokio::spawn(async move {
@@ -81,12 +71,7 @@ fn campaign(
             .lead(|ctx, lease| async move {
                 let index = {
                     let mut terms = timeline.terms.lock().unwrap();
-                    terms.push((
-                        lease.owner.clone(),
-                        lease.generation,
-                        RealInstant::now(),
-                        None,
-                    ));
+                    terms.push((lease.owner.clone(), lease.generation, RealInstant::now(), None));
                     terms.len() - 1
                 };
                 match hold {
@@ -136,11 +121,7 @@ async fn a_crashed_leaders_lease_passes_after_the_ttl() {
     // after a's last write, and took over within a poll of that.
     let waited = started - (last_write - Duration::from_secs(1)); // a renews every TTL/3 = 1 s
     assert!(waited >= TTL, "took over after {waited:?}");
-    assert!(
-        started - last_write <= TTL + POLL * 2,
-        "took over {:?} after the crash",
-        started - last_write
-    );
+    assert!(started - last_write <= TTL + POLL * 2, "took over {:?} after the crash", started - last_write);
     task_b.abort();
 }
 
@@ -159,11 +140,7 @@ async fn a_graceful_release_hands_over_within_one_poll() {
 
     let (_, _, a_end) = timeline.first_term_of("a").unwrap();
     let (generation, b_start, _) = timeline.first_term_of("b").expect("b took over");
-    assert_eq!(
-        generation,
-        Generation(2),
-        "release keeps the generation; the next term is higher"
-    );
+    assert_eq!(generation, Generation(2), "release keeps the generation; the next term is higher");
     let handover = b_start - a_end.unwrap();
     assert!(handover <= POLL, "handover took {handover:?}");
     task_b.abort();
@@ -173,10 +150,7 @@ async fn a_graceful_release_hands_over_within_one_poll() {
 async fn a_contender_ten_minutes_ahead_does_not_take_over_early() {
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
-    let ahead = Arc::new(DriftingClock::new(
-        SystemTime::now() + Duration::from_secs(600),
-        0,
-    ));
+    let ahead = Arc::new(DriftingClock::new(SystemTime::now() + Duration::from_secs(600), 0));
     let b = node_with(&store, "b", 2, |builder| builder.clock(ahead.clone()));
     let timeline = Timeline::default();
     let _task_a = campaign(&a, &timeline, None);
@@ -195,13 +169,8 @@ async fn the_wall_clock_policy_does_take_over_early_from_the_same_start() {
     // the holder's expires_at against its own wall clock and overlaps.
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
-    let ahead = Arc::new(DriftingClock::new(
-        SystemTime::now() + Duration::from_secs(600),
-        0,
-    ));
-    let b = node_with(&store, "b", 2, |builder| {
-        builder.clock(ahead.clone()).policy(Policy::WallClockExpiry)
-    });
+    let ahead = Arc::new(DriftingClock::new(SystemTime::now() + Duration::from_secs(600), 0));
+    let b = node_with(&store, "b", 2, |builder| builder.clock(ahead.clone()).policy(Policy::WallClockExpiry));
     let timeline = Timeline::default();
     let _task_a = campaign(&a, &timeline, None);
     advance(Duration::from_millis(10)).await;
@@ -252,21 +221,11 @@ async fn a_leader_whose_renewals_time_out_stops_before_its_lease_ends() {
     // resolution (which the margin absorbs).
     let hold_for = a.elector.inner.timing().hold_for();
     let stopped_after = a_end - last_renewed;
-    assert!(
-        stopped_after + Duration::from_millis(1) >= hold_for,
-        "a stopped early: {stopped_after:?}"
-    );
-    assert!(
-        stopped_after <= hold_for + Duration::from_millis(1),
-        "a stopped {stopped_after:?} after its last renewal"
-    );
+    assert!(stopped_after + Duration::from_millis(1) >= hold_for, "a stopped early: {stopped_after:?}");
+    assert!(stopped_after <= hold_for + Duration::from_millis(1), "a stopped {stopped_after:?} after its last renewal");
     let (generation, b_start, _) = timeline.first_term_of("b").expect("b took over");
     assert_eq!(generation, Generation(2));
-    assert!(
-        b_start > a_end,
-        "b started {:?} before a stopped",
-        a_end - b_start
-    );
+    assert!(b_start > a_end, "b started {:?} before a stopped", a_end - b_start);
 }
 
 #[tokio::test(start_paused = true)]
@@ -295,9 +254,7 @@ async fn a_restarted_node_gets_a_new_generation() {
 async fn two_contenders_racing_from_nothing_elect_exactly_one() {
     for seed in 0..20 {
         let store = MemoryBackend::new();
-        let nodes: Vec<Node> = (0..2)
-            .map(|i| node(&store, &format!("n{i}"), seed * 10 + i))
-            .collect();
+        let nodes: Vec<Node> = (0..2).map(|i| node(&store, &format!("n{i}"), seed * 10 + i)).collect();
         let timeline = Timeline::default();
         let tasks: Vec<_> = nodes.iter().map(|n| campaign(n, &timeline, None)).collect();
         advance(Duration::from_secs(5)).await;
@@ -322,21 +279,12 @@ async fn a_corrupt_record_is_reported_and_never_taken_over() {
     assert!(!a.elector.is_leader());
     let mut corrupt_reports = 0;
     while let Ok(event) = events.receiver.try_recv() {
-        if matches!(
-            event,
-            Event::Error {
-                error: BackendError::Corrupt { .. }
-            }
-        ) {
+        if matches!(event, Event::Error { error: BackendError::Corrupt { .. } }) {
             corrupt_reports += 1;
         }
     }
     assert!(corrupt_reports >= 10, "{corrupt_reports} reports");
-    assert_eq!(
-        store.raw().unwrap(),
-        b"{\"generation\": \"seven\"}",
-        "the record was not touched"
-    );
+    assert_eq!(store.raw().unwrap(), b"{\"generation\": \"seven\"}", "the record was not touched");
     task.abort();
 }
 
@@ -384,9 +332,7 @@ async fn a_write_whose_reply_is_lost_is_resolved_by_its_nonce() {
 async fn lock_delay_holds_back_the_work_after_an_involuntary_takeover() {
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
-    let b = node_with(&store, "b", 2, |builder| {
-        builder.lock_delay(Duration::from_secs(2))
-    });
+    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(2)));
     let timeline = Timeline::default();
     let task_a = campaign(&a, &timeline, None);
     advance(Duration::from_millis(10)).await;
@@ -420,16 +366,9 @@ async fn run_reports_events_and_releases_when_dropped() {
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
     let mut events = a.elector.run();
-    let Some(Event::Acquired { lease, context }) = events.next().await else {
-        panic!("expected Acquired")
-    };
+    let Some(Event::Acquired { lease, context }) = events.next().await else { panic!("expected Acquired") };
     assert_eq!(lease.generation, Generation(1));
-    assert!(matches!(
-        events.next().await,
-        Some(Event::Renewed {
-            generation: Generation(1)
-        })
-    ));
+    assert!(matches!(events.next().await, Some(Event::Renewed { generation: Generation(1) })));
     drop(events);
     context.cancelled().await;
     advance(Duration::from_millis(10)).await;
@@ -446,10 +385,7 @@ async fn stop_cancels_the_term_and_releases() {
     a.elector.stop();
     let term = task.await.unwrap().unwrap();
     assert_eq!(term.end, TermEnd::Released);
-    assert!(matches!(
-        a.elector.lead(|_, _| async {}).await,
-        Err(ElectorError::Stopped)
-    ));
+    assert!(matches!(a.elector.lead(|_, _| async {}).await, Err(ElectorError::Stopped)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -462,57 +398,32 @@ async fn observe_reports_the_holder_without_campaigning() {
     let _task = campaign(&a, &timeline, None);
     advance(Duration::from_millis(10)).await;
     let seen = watcher.elector.observe().await.unwrap().unwrap();
-    assert_eq!(
-        (seen.owner.as_str(), seen.generation, seen.released),
-        ("a", Generation(1), false)
-    );
+    assert_eq!((seen.owner.as_str(), seen.generation, seen.released), ("a", Generation(1), false));
     assert!(!watcher.elector.is_leader());
     // The key is reset behind everyone's back to a lower generation.
     store.put_raw(crate::testing::conformance::sample_record(0, "reset").encode());
-    assert!(matches!(
-        watcher.elector.observe().await,
-        Err(ElectorError::GenerationWentBack { .. })
-    ));
+    assert!(matches!(watcher.elector.observe().await, Err(ElectorError::GenerationWentBack { .. })));
 }
 
 #[test]
 fn bad_configuration_is_a_clear_error() {
     let build = |configure: fn(ElectorBuilder<MemoryBackend>) -> ElectorBuilder<MemoryBackend>| {
-        configure(Elector::builder(MemoryBackend::new()).owner("a"))
-            .build()
-            .map(|_| ())
-            .unwrap_err()
-            .to_string()
+        configure(Elector::builder(MemoryBackend::new()).owner("a")).build().map(|_| ()).unwrap_err().to_string()
     };
     assert!(build(|b| b.owner("")).contains("owner"));
     assert!(build(|b| b.ttl(Duration::ZERO)).contains("TTL"));
     assert!(build(|b| b.drift_bound(f64::NAN)).contains("drift"));
     assert!(build(|b| b.drift_bound(0.5)).contains("drift"));
     assert!(build(|b| b.poll_interval(Duration::ZERO)).contains("poll"));
-    let message = build(|b| {
-        b.ttl(Duration::from_secs(10))
-            .renew_interval(Duration::from_secs(9))
-    });
-    assert!(
-        message.contains("renew interval") && message.contains("TTL"),
-        "{message}"
-    );
-    assert!(
-        Elector::builder(MemoryBackend::new())
-            .build()
-            .unwrap_err()
-            .to_string()
-            .contains("owner")
-    );
+    let message = build(|b| b.ttl(Duration::from_secs(10)).renew_interval(Duration::from_secs(9)));
+    assert!(message.contains("renew interval") && message.contains("TTL"), "{message}");
+    assert!(Elector::builder(MemoryBackend::new()).build().unwrap_err().to_string().contains("owner"));
 }
 
 #[test]
 fn the_lead_future_is_send() {
     fn assert_send<T: Send>(_: &T) {}
-    let elector = Elector::builder(MemoryBackend::new())
-        .owner("a")
-        .build()
-        .unwrap();
+    let elector = Elector::builder(MemoryBackend::new()).owner("a").build().unwrap();
     let future = elector.lead(|_, _| async {});
     assert_send(&future);
 }

@@ -63,16 +63,7 @@ mod tests {
 
     #[test]
     fn rank_is_monotone_in_the_weight_for_equal_capacities() {
-        let weights = [
-            0u64,
-            1,
-            4095,
-            4096,
-            1 << 40,
-            u64::MAX / 3,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
+        let weights = [0u64, 1, 4095, 4096, 1 << 40, u64::MAX / 3, u64::MAX - 1, u64::MAX];
         for pair in weights.windows(2) {
             assert!(rank(pair[0], cap(3)) < rank(pair[1], cap(3)), "{pair:?}");
         }
@@ -90,11 +81,7 @@ mod tests {
             (0x0123_4567_89ab_cdef, 1000, GOLDEN[4]),
         ];
         for (weight, capacity, bits) in cases {
-            assert_eq!(
-                score(weight, cap(capacity)).to_bits(),
-                bits,
-                "{weight:#x} {capacity}"
-            );
+            assert_eq!(score(weight, cap(capacity)).to_bits(), bits, "{weight:#x} {capacity}");
         }
     }
 

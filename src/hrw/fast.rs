@@ -25,9 +25,11 @@
 //! member hash. The scalar kernel is the reference; on x86-64 an AVX-512 or
 //! AVX2 kernel is picked at run time and must agree with it exactly.
 
+use std::mem::MaybeUninit;
+
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use super::select::{Candidate, INLINE_REPLICAS, TopN, ahead_by_index, never_same};
+use super::select::{Best, INLINE_REPLICAS};
 
 /// The seed for member-id hashes. Frozen: see the module documentation.
 pub(crate) const MEMBER_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -76,9 +78,7 @@ impl Kernel {
     pub(crate) fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-            {
+            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
                 return Kernel::Avx512;
             }
             if std::arch::is_x86_feature_detected!("avx2") {
@@ -97,9 +97,7 @@ impl Kernel {
             if std::arch::is_x86_feature_detected!("avx2") {
                 kernels.push(Kernel::Avx2);
             }
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-            {
+            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
                 kernels.push(Kernel::Avx512);
             }
         }
@@ -124,47 +122,318 @@ impl Kernel {
 
     /// The best `n` members, best first, handed to `emit` by index.
     #[inline]
-    pub(crate) fn top(self, key_hash: u64, members: &[u64], n: usize, emit: impl FnMut(usize)) {
+    pub(crate) fn top(self, key_hash: u64, members: &[u64], n: usize, mut emit: impl FnMut(usize)) {
         let n = n.min(members.len());
         if n == 0 {
             return;
         }
+        if n == 1 {
+            if let Some(owner) = self.owner(key_hash, members) {
+                emit(owner);
+            }
+            return;
+        }
+        // The common replica counts take a kernel without data-dependent
+        // branches; it declines (and the general path below answers) only
+        // for sets it does not cover and for exact weight ties.
+        let done = match n {
+            2 => self.top_few::<2, 3>(key_hash, members, &mut emit),
+            3 => self.top_few::<3, 4>(key_hash, members, &mut emit),
+            4 => self.top_few::<4, 5>(key_hash, members, &mut emit),
+            _ => false,
+        };
+        if done {
+            return;
+        }
         if n > INLINE_REPLICAS {
-            super::select::top_by_index(members.len(), n, |i| weight(key_hash, members[i]), emit);
+            super::select::top_by_index(
+                members.len(),
+                n,
+                |start, out| {
+                    for (slot, &member) in out.iter_mut().zip(&members[start..]) {
+                        *slot = weight(key_hash, member);
+                    }
+                },
+                emit,
+            );
             return;
         }
         let mut slots = [(0u64, 0usize); INLINE_REPLICAS];
-        let mut top = TopN::new(&mut slots[..n]);
+        let mut best = Best::new(&mut slots[..n]);
         match self {
-            Kernel::Scalar => top_scalar(key_hash, members, 0, &mut top),
+            Kernel::Scalar => top_two_pass_scalar(key_hash, members, &mut best),
             // SAFETY: as in `owner`.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { x86::top_avx2(key_hash, members, &mut top) },
+            Kernel::Avx2 => unsafe { x86::top_avx2(key_hash, members, &mut best) },
             // SAFETY: as in `owner`.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { x86::top_avx512(key_hash, members, &mut top) },
+            Kernel::Avx512 => unsafe { x86::top_avx512(key_hash, members, &mut best) },
         }
-        top.as_slice().iter().map(|c| c.1).for_each(emit);
+        best.indices().for_each(emit);
+    }
+
+    /// The best `K` members, best first, by the branch-free kernels; `L` is
+    /// `K + 1` (the AVX-512 kernel keeps one more per lane than it returns).
+    /// Returns `false`, having emitted nothing, when the kernel declines.
+    #[inline]
+    fn top_few<const K: usize, const L: usize>(
+        self,
+        key_hash: u64,
+        members: &[u64],
+        emit: &mut impl FnMut(usize),
+    ) -> bool {
+        let mut out = [0usize; K];
+        let found = match self {
+            Kernel::Scalar => top_lanes_scalar(key_hash, members, &mut out),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => false,
+            // SAFETY: as in `owner`.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::top_tagged::<K, L>(key_hash, members, &mut out) },
+        };
+        if found {
+            out.into_iter().for_each(emit);
+        }
+        found
     }
 }
 
 #[inline]
 pub(crate) fn owner_scalar(key_hash: u64, members: &[u64]) -> Option<usize> {
-    super::select::argmax(members.len(), |i| weight(key_hash, members[i]))
+    let (&first, rest) = members.split_first()?;
+    let mut best = (weight(key_hash, first), 0usize);
+    for (offset, &member) in rest.iter().enumerate() {
+        let w = weight(key_hash, member);
+        // Strictly greater: an equal weight at a higher index loses the tie.
+        if w > best.0 {
+            best = (w, offset + 1);
+        }
+    }
+    Some(best.1)
 }
 
-/// Offers `members` (whose first index is `base`) to `top` one by one,
-/// skipping those that cannot enter.
+/// How many members the two-pass kernels weigh into a stack buffer before
+/// they switch to a plain pass with a floor that is already high.
+const FIRST_BLOCK: usize = 256;
+
+/// Below this many members a plain pass is cheaper than two.
+const TWO_PASS_MIN: usize = 32;
+
+/// How many interleaved running maxima the scalar two-pass kernel keeps.
+const SCALAR_LANES: usize = 8;
+
+/// The `n`-th largest of `maxima`, counting repeats, or 0 when there are
+/// fewer than `n`. A branch-free insertion network: sorting would branch
+/// unpredictably on every comparison.
 #[inline]
-fn top_scalar(key_hash: u64, members: &[u64], base: usize, top: &mut TopN<'_, u64>) {
-    for (offset, &member) in members.iter().enumerate() {
-        let candidate: Candidate<u64> = (weight(key_hash, member), base + offset);
-        if let Some(last) = top.last() {
-            if !ahead_by_index(&candidate, last) {
-                continue;
-            }
+fn nth_largest<const L: usize>(maxima: [u64; L], n: usize) -> u64 {
+    if n == 0 || n > L {
+        return 0;
+    }
+    // `top[j]` is the (j+1)-th largest so far; each value moves down the
+    // levels it beats, as `min` and `max` without branches.
+    let mut top = [0u64; L];
+    for value in maxima {
+        let mut carried = value;
+        for slot in &mut top[..n] {
+            let kept = (*slot).max(carried);
+            carried = (*slot).min(carried);
+            *slot = kept;
         }
-        top.offer(candidate, ahead_by_index, never_same);
+    }
+    top[n - 1]
+}
+
+/// Top-n without an unpredictable branch per member.
+///
+/// A plain pass inserts about `n ln(N/n)` times, each after a mispredicted
+/// branch, mostly early while the floor is low. So the first block is
+/// weighed into a buffer while `SCALAR_LANES` interleaved running maxima are
+/// kept without branches; those are weights of distinct members, so the
+/// n-th largest of them is a floor that at least n members reach, and the
+/// second pass over the buffer offers only the few members at or above it.
+/// The remaining members then meet a floor that is already high.
+fn top_two_pass_scalar(key_hash: u64, members: &[u64], best: &mut Best<'_, u64>) {
+    let n = best.capacity();
+    // Measured: for sets larger than one block the plain pass is as fast,
+    // because its floor rises quickly anyway.
+    if n > SCALAR_LANES || members.len() <= TWO_PASS_MIN || members.len() > FIRST_BLOCK {
+        top_scalar(key_hash, members, 0, best);
+        return;
+    }
+    let (head, rest) = members.split_at(members.len().min(FIRST_BLOCK));
+    let mut buffer = [0u64; FIRST_BLOCK];
+    let weights = &mut buffer[..head.len()];
+    let mut maxima = [0u64; SCALAR_LANES];
+    for (out, chunk) in weights.chunks_mut(SCALAR_LANES).zip(head.chunks(SCALAR_LANES)) {
+        for (lane, (slot, &member)) in out.iter_mut().zip(chunk).enumerate() {
+            *slot = weight(key_hash, member);
+            maxima[lane] = maxima[lane].max(*slot);
+        }
+    }
+    let floor = nth_largest(maxima, n);
+    for (index, &w) in weights.iter().enumerate() {
+        if w >= floor {
+            best.push((w, index));
+        }
+    }
+    top_scalar(key_hash, rest, head.len(), best);
+}
+
+/// How many members the scalar few-replica kernel weighs into its stack
+/// buffer; the rest meet a floor that is already high.
+const LANES_BLOCK: usize = 128;
+
+/// How many lanes the scalar few-replica kernel keeps a running maximum for.
+const LANES: usize = 8;
+
+/// Hits (members at or above the floor) the scalar few-replica kernel
+/// collects before it declines; ties are the only way to reach it.
+const LANE_HITS: usize = 16;
+
+/// Up to this many hits are ranked by a fixed-size, branch-free loop.
+const LANE_RANKED: usize = 4;
+
+/// The best `K` members, best first, into `out`, for `K` at most
+/// [`LANES`]; `false` when it declines (a set of at most [`TWO_PASS_MIN`]
+/// members, where a plain pass is cheaper, a zero floor, or many ties).
+///
+/// A plain pass with a floor mispredicts a branch on every insertion, about
+/// `K ln(N/K)` times. Instead, the first [`LANES_BLOCK`] members are weighed
+/// into a buffer while `LANES` interleaved running maxima are kept without
+/// branches. The `K`-th largest maximum is a floor that at least `K`
+/// distinct members reach, and every member at or above it sits in a lane
+/// whose maximum is at or above it: typically exactly `K` lanes, holding
+/// `K` or a few more such members. Only those lanes are rescanned, with a
+/// branch-free compaction, and the hits are ranked without branches. Any
+/// members after the block then meet a floor that is already high.
+fn top_lanes_scalar<const K: usize>(key_hash: u64, members: &[u64], out: &mut [usize; K]) -> bool {
+    const { assert!(K >= 1 && K <= LANES && K <= LANE_RANKED) };
+    let len = members.len();
+    if len <= TWO_PASS_MIN {
+        return false;
+    }
+    let (head, rest) = members.split_at(len.min(LANES_BLOCK));
+    let rows = head.len().div_ceil(LANES);
+    // Not zeroed: clearing a kilobyte costs more than a quarter of the
+    // whole selection at N = 100.
+    let mut buffer = [MaybeUninit::<u64>::uninit(); LANES_BLOCK];
+    let mut maxima = [0u64; LANES];
+    let chunks = head.chunks_exact(LANES);
+    let remainder = chunks.remainder();
+    for (row, chunk) in buffer.chunks_exact_mut(LANES).zip(chunks) {
+        for (lane, (slot, &member)) in row.iter_mut().zip(chunk).enumerate() {
+            let w = weight(key_hash, member);
+            slot.write(w);
+            maxima[lane] = maxima[lane].max(w);
+        }
+    }
+    if !remainder.is_empty() {
+        // The last row is padded with zeros, which never reach the floor,
+        // so every lane is rescanned over the same number of rows.
+        let row = &mut buffer[(rows - 1) * LANES..rows * LANES];
+        for (lane, slot) in row.iter_mut().enumerate() {
+            let w = remainder.get(lane).map_or(0, |&member| weight(key_hash, member));
+            slot.write(w);
+            maxima[lane] = maxima[lane].max(w);
+        }
+    }
+    // SAFETY: the loops above wrote every one of the first `rows * LANES`
+    // entries (`rows * LANES <= LANES_BLOCK`), and `u64` has no invalid
+    // bit patterns.
+    let weights: &[u64] = unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u64>(), rows * LANES) };
+    let floor = nth_largest(maxima, K);
+    if floor == 0 {
+        // A zero weight would be indistinguishable from the padding.
+        return false;
+    }
+    let mut lanes = 0u32;
+    for (lane, &maximum) in maxima.iter().enumerate() {
+        lanes |= u32::from(maximum >= floor) << lane;
+    }
+    let mut hit_weights = [0u64; LANE_HITS];
+    let mut hit_indices = [0usize; LANE_HITS];
+    let mut count = 0usize;
+    while lanes != 0 {
+        let lane = lanes.trailing_zeros() as usize;
+        lanes &= lanes - 1;
+        for (index, &w) in weights.iter().enumerate().skip(lane).step_by(LANES) {
+            // Every member is written to the next free slot; only hits
+            // advance it.
+            let slot = count.min(LANE_HITS - 1);
+            hit_weights[slot] = w;
+            hit_indices[slot] = index;
+            count += usize::from(w >= floor);
+        }
+    }
+    if count >= LANE_HITS {
+        return false;
+    }
+    // Rank every hit by how many hits rank ahead of it; the first K ranks
+    // are the answer. Slot K is a sink for the others.
+    let ahead = |b: usize, a: usize| {
+        let (wa, ia) = (hit_weights[a], hit_indices[a]);
+        let (wb, ib) = (hit_weights[b], hit_indices[b]);
+        (wb > wa) | ((wb == wa) & (ib < ia))
+    };
+    let mut ranked = [0usize; LANE_RANKED + 1];
+    let ranked = &mut ranked[..=K];
+    if count <= LANE_RANKED {
+        // Fixed trip counts: slots past `count` are masked out.
+        for a in 0..LANE_RANKED {
+            let rank = (0..LANE_RANKED).map(|b| usize::from(ahead(b, a) & (b < count))).sum::<usize>();
+            let slot = if a < count { rank.min(K) } else { K };
+            ranked[slot] = hit_indices[a];
+        }
+    } else {
+        for a in 0..count {
+            let rank = (0..count).map(|b| usize::from(ahead(b, a))).sum::<usize>();
+            ranked[rank.min(K)] = hit_indices[a];
+        }
+    }
+    out.copy_from_slice(&ranked[..K]);
+    if !rest.is_empty() {
+        let mut top = out.map(|index| (weights[index], index));
+        top_rest_scalar(key_hash, rest, head.len(), &mut top);
+        *out = top.map(|(_, index)| index);
+    }
+    true
+}
+
+/// Continues a best-first selection over `members` (whose first index is
+/// `base`, above every index already in `top`), so an equal weight never
+/// enters.
+#[inline]
+fn top_rest_scalar<const K: usize>(key_hash: u64, members: &[u64], base: usize, top: &mut [(u64, usize); K]) {
+    let mut floor = top[K - 1].0;
+    for (offset, &member) in members.iter().enumerate() {
+        let w = weight(key_hash, member);
+        if w <= floor {
+            continue;
+        }
+        let mut at = K - 1;
+        while at > 0 && w > top[at - 1].0 {
+            top[at] = top[at - 1];
+            at -= 1;
+        }
+        top[at] = (w, base + offset);
+        floor = top[K - 1].0;
+    }
+}
+
+/// Offers `members` (whose first index is `base`) to `best` one by one.
+#[inline]
+fn top_scalar(key_hash: u64, members: &[u64], base: usize, best: &mut Best<'_, u64>) {
+    // The floor is kept in a register: most members fall below it, and
+    // that test must stay one comparison.
+    let mut floor = best.floor();
+    for (offset, &member) in members.iter().enumerate() {
+        let w = weight(key_hash, member);
+        if floor.is_some_and(|floor| w < floor) {
+            continue;
+        }
+        best.push((w, base + offset));
+        floor = best.floor();
     }
 }
 
@@ -178,7 +447,7 @@ mod x86 {
 
     use std::arch::x86_64::*;
 
-    use super::super::select::{TopN, ahead_by_index, never_same};
+    use super::super::select::Best;
     use super::{MIX_MUL_1, MIX_MUL_2, owner_scalar, top_scalar, weight};
 
     #[inline]
@@ -271,55 +540,300 @@ mod x86 {
         Some(ia.min(ib) as usize)
     }
 
-    /// Offers the lanes of `mask` in `weights` (members `base..base + 8`)
-    /// to `top`, in index order.
-    #[inline]
-    fn offer_lanes(weights: &[u64; 8], mut mask: u8, base: usize, top: &mut TopN<'_, u64>) {
-        while mask != 0 {
-            let lane = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let candidate = (weights[lane], base + lane);
-            if let Some(last) = top.last() {
-                if !ahead_by_index(&candidate, last) {
-                    continue;
-                }
-            }
-            top.offer(candidate, ahead_by_index, never_same);
-        }
-    }
-
     /// # Safety
     /// The CPU must support AVX-512F and AVX-512DQ.
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub(super) unsafe fn top_avx512(key_hash: u64, members: &[u64], top: &mut TopN<'_, u64>) {
+    pub(super) unsafe fn top_avx512(key_hash: u64, members: &[u64], best: &mut Best<'_, u64>) {
+        match best.capacity() {
+            0 => {}
+            1 => {
+                // SAFETY: this function's own precondition.
+                if let Some(owner) = unsafe { owner_avx512(key_hash, members) } {
+                    best.push((weight(key_hash, members[owner]), owner));
+                }
+            }
+            2..=TWO_PASS_MAX => top_two_pass(key_hash, members, best),
+            _ => top_threshold(key_hash, members, 0, best),
+        }
+    }
+
+    /// The most replicas the two-pass kernel serves: the floor is the n-th
+    /// largest of 16 lane maxima.
+    const TWO_PASS_MAX: usize = 16;
+
+    /// Top-n as `top_two_pass_scalar`, 16 lanes wide: the first pass over
+    /// the first block keeps only per-lane maxima (one `max` per chunk
+    /// instead of the owner kernel's compare and two blends) and stores the
+    /// weights; the second compares the stored weights with the floor.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn top_two_pass(key_hash: u64, members: &[u64], best: &mut Best<'_, u64>) {
+        let n = best.capacity();
+        if members.len() <= super::TWO_PASS_MIN {
+            top_threshold(key_hash, members, 0, best);
+            return;
+        }
+        let key = _mm512_set1_epi64(key_hash as i64);
+        let (head, rest) = members.split_at(members.len().min(super::FIRST_BLOCK));
+        let len = head.len();
+        // Whole 8-lane chunks only, unmasked: a masked store or load would
+        // keep the second pass's loads from being forwarded from the first
+        // pass's stores. Lanes past `len` hold garbage and are masked off in
+        // the comparisons.
+        let mut buffer = [0u64; super::FIRST_BLOCK];
+        let mut max_a = _mm512_setzero_si512();
+        let mut max_b = _mm512_setzero_si512();
+        let mut at = 0;
+        while at + 16 <= len {
+            let wa = weigh8(key, head, at);
+            let wb = weigh8(key, head, at + 8);
+            let out = &mut buffer[at..at + 16];
+            // SAFETY: `out` holds 16 `u64`s, the size of the two stores.
+            unsafe {
+                _mm512_storeu_si512(out.as_mut_ptr().cast(), wa);
+                _mm512_storeu_si512(out[8..].as_mut_ptr().cast(), wb);
+            }
+            max_a = _mm512_max_epu64(max_a, wa);
+            max_b = _mm512_max_epu64(max_b, wb);
+            at += 16;
+        }
+        while at < len {
+            let (w, valid) = if at + 8 <= len { (weigh8(key, head, at), 0xff) } else { weigh_tail8(key, head, at) };
+            // `len` is below the buffer's size here whenever the chunk is
+            // partial, so the whole chunk fits.
+            let out = &mut buffer[at..at + 8];
+            // SAFETY: `out` holds 8 `u64`s, the size of the store.
+            unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), w) };
+            max_a = _mm512_mask_max_epu64(max_a, valid, max_a, w);
+            at += 8;
+        }
+        // Lanes that saw no member hold 0, which only lowers the floor. For
+        // small n the lane-wise maximum of the two accumulators (8 distinct
+        // members) is enough and cheaper to order.
+        let floor = if n <= 8 {
+            let mut maxima = [0u64; 8];
+            // SAFETY: `maxima` holds 8 `u64`s, the size of the store.
+            unsafe { _mm512_storeu_si512(maxima.as_mut_ptr().cast(), _mm512_max_epu64(max_a, max_b)) };
+            super::nth_largest(maxima, n)
+        } else {
+            let mut maxima = [0u64; TWO_PASS_MAX];
+            // SAFETY: `maxima` holds 16 `u64`s, the size of the two stores.
+            unsafe {
+                _mm512_storeu_si512(maxima.as_mut_ptr().cast(), max_a);
+                _mm512_storeu_si512(maxima[8..].as_mut_ptr().cast(), max_b);
+            }
+            super::nth_largest(maxima, n)
+        };
+        let floor_v = _mm512_set1_epi64(floor as i64);
+        let mut at = 0;
+        while at < len {
+            let take = (len - at).min(8);
+            let valid: __mmask8 = ((1u16 << take) - 1) as __mmask8;
+            let chunk: &[u64; 8] = match buffer[at..].first_chunk() {
+                Some(chunk) => chunk,
+                None => break,
+            };
+            // SAFETY: `chunk` holds 8 `u64`s, the size of the load.
+            let w = unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) };
+            let hits = _mm512_mask_cmpge_epu64_mask(valid, w, floor_v);
+            if hits != 0 {
+                offer_lanes(chunk, hits, at, best);
+            }
+            at += 8;
+        }
+        top_threshold(key_hash, rest, len, best);
+    }
+
+    /// Offers the lanes of `mask` in `weights` (members `base..base + 8`)
+    /// to `best`, in index order.
+    #[inline]
+    fn offer_lanes(weights: &[u64; 8], mut mask: u8, base: usize, best: &mut Best<'_, u64>) {
+        while mask != 0 {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            best.push((weights[lane], base + lane));
+        }
+    }
+
+    /// Weighs 8 members at a time and hands only those at or above the
+    /// current floor to the scalar insertion; `members` start at index
+    /// `base`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn top_threshold(key_hash: u64, members: &[u64], base: usize, best: &mut Best<'_, u64>) {
         let len = members.len();
         let key = _mm512_set1_epi64(key_hash as i64);
-        // Until the selection is full every member enters; afterwards only
-        // weights at or above the last kept one can, and the exact order,
-        // ties included, is settled by the scalar offer.
-        let mut threshold = _mm512_setzero_si512();
+        let mut threshold = _mm512_set1_epi64(best.floor().unwrap_or(0) as i64);
         let mut weights = [0u64; 8];
         let mut at = 0;
-        while at + 8 <= len {
-            let w = weigh8(key, members, at);
-            let hits = _mm512_cmpge_epu64_mask(w, threshold);
+        while at < len {
+            let (w, valid) =
+                if at + 8 <= len { (weigh8(key, members, at), 0xff) } else { weigh_tail8(key, members, at) };
+            let hits = _mm512_mask_cmpge_epu64_mask(valid, w, threshold);
             if hits != 0 {
                 // SAFETY: `weights` is 8 `u64`s, the size of the store.
                 unsafe { _mm512_storeu_si512(weights.as_mut_ptr().cast(), w) };
-                offer_lanes(&weights, hits, at, top);
-                threshold = _mm512_set1_epi64(top.last().map_or(0, |c| c.0) as i64);
+                offer_lanes(&weights, hits, base + at, best);
+                threshold = _mm512_set1_epi64(best.floor().unwrap_or(0) as i64);
+            }
+            at += 8;
+        }
+    }
+
+    /// Low bits of a packed weight that carry the member's tag.
+    const TAG_BITS: u32 = 16;
+
+    /// The tag field of a packed weight; a member's tag is
+    /// `TAG_MASK - index`.
+    const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+
+    /// The most members `top_tagged` takes: every index must have a tag.
+    pub(super) const TAGGED_MAX: usize = TAG_MASK as usize;
+
+    /// How many members `top_tagged` inserts into its lists before it
+    /// compares each chunk with the floor first.
+    const TAGGED_HEAD: usize = 128;
+
+    /// Inserts `packed` into the lane-wise lists, best first, keeping the
+    /// best `L` of each lane: `min` and `max` only, no masks or branches.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn insert_lanes<const L: usize>(lists: &mut [__m512i; L], packed: __m512i, valid: __mmask8) {
+        for k in (1..L).rev() {
+            let carried = _mm512_min_epu64(lists[k - 1], packed);
+            lists[k] = _mm512_mask_max_epu64(lists[k], valid, lists[k], carried);
+        }
+        lists[0] = _mm512_mask_max_epu64(lists[0], valid, lists[0], packed);
+    }
+
+    /// Lane-wise, the best `K` of the union of two best-first lists: the
+    /// k-th largest of a union is the largest `min(a_i, b_j)` over
+    /// `i + j = k` (with `a_0 = b_0 = ∞`), counting repeats.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn merge_lists<const K: usize>(a: &[__m512i; K], b: &[__m512i; K]) -> [__m512i; K] {
+        let mut merged = [_mm512_setzero_si512(); K];
+        for (k, slot) in merged.iter_mut().enumerate() {
+            let mut best = _mm512_max_epu64(a[k], b[k]);
+            for j in 0..k {
+                best = _mm512_max_epu64(best, _mm512_min_epu64(a[j], b[k - 1 - j]));
+            }
+            *slot = best;
+        }
+        merged
+    }
+
+    /// The best `K` values of all 8 lanes' lists, best first, each
+    /// broadcast to every lane: three merges with the lists of the lane 4,
+    /// 2 and 1 places away.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn best_of_lanes<const K: usize>(lists: &[__m512i; K]) -> [__m512i; K] {
+        let mut partner = [_mm512_setzero_si512(); K];
+        for k in 0..K {
+            partner[k] = _mm512_shuffle_i64x2::<0b0100_1110>(lists[k], lists[k]);
+        }
+        let merged = merge_lists(lists, &partner);
+        for k in 0..K {
+            partner[k] = _mm512_permutex_epi64::<0b0100_1110>(merged[k]);
+        }
+        let merged = merge_lists(&merged, &partner);
+        for k in 0..K {
+            partner[k] = _mm512_shuffle_epi32::<0b0100_1110>(merged[k]);
+        }
+        merge_lists(&merged, &partner)
+    }
+
+    /// The best `K` of `members` (at most [`TAGGED_MAX`]), best first, into
+    /// `out`; `L` must be `K + 1`. Returns `false` when packed weights
+    /// cannot decide (see below), which needs two weights that agree in
+    /// their top 48 bits.
+    ///
+    /// A weight is packed as its top 48 bits above a 16-bit tag,
+    /// `TAG_MASK - index`, so one unsigned `max` orders members and carries
+    /// the index along. Each lane keeps its best `L` packed weights with
+    /// `min` and `max` only, so no step depends on a mispredictable branch;
+    /// a log-step merge across lanes then yields the best `K` packed weights
+    /// overall, and their tags name the members.
+    ///
+    /// Packed order is weight order for members whose top 48 bits differ.
+    /// Let `h` be the top 48 bits of the `K`-th packed weight; every member
+    /// of the true best `K` has top bits of at least `h`. If exactly `K`
+    /// list entries reach `h` (a lane with more members there would show
+    /// all `L > K` of its entries) and the `K` winners' top bits are
+    /// distinct, the winners are the true best `K` in the true order.
+    /// Otherwise the caller's exact path answers.
+    ///
+    /// After the first [`TAGGED_HEAD`] members a chunk is weighed and
+    /// compared with the current `h` first, and only a chunk with a member
+    /// at or above it is inserted; skipped members are below `h`, so they
+    /// cannot matter.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn top_tagged<const K: usize, const L: usize>(
+        key_hash: u64,
+        members: &[u64],
+        out: &mut [usize; K],
+    ) -> bool {
+        const { assert!(K >= 1 && L == K + 1) };
+        let len = members.len();
+        if len > TAGGED_MAX {
+            return false;
+        }
+        let key = _mm512_set1_epi64(key_hash as i64);
+        let high = _mm512_set1_epi64(!TAG_MASK as i64);
+        let lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+        let first_tags = _mm512_sub_epi64(_mm512_set1_epi64(TAG_MASK as i64), lanes);
+        let tags_at = |at: usize| _mm512_sub_epi64(first_tags, _mm512_set1_epi64(at as i64));
+        // (weight & high) | tag
+        let pack = |w: __m512i, tags: __m512i| _mm512_ternarylogic_epi64::<0xEA>(w, high, tags);
+        let eight = _mm512_set1_epi64(8);
+        // Empty slots hold 0, below every packed weight with a nonzero top.
+        let mut lists = [_mm512_setzero_si512(); L];
+        let head_end = len.min(TAGGED_HEAD) & !7;
+        let mut tags = first_tags;
+        let mut at = 0;
+        while at < head_end {
+            insert_lanes(&mut lists, pack(weigh8(key, members, at), tags), 0xff);
+            tags = _mm512_sub_epi64(tags, eight);
+            at += 8;
+        }
+        let best_lists = |lists: &[__m512i; L]| -> [__m512i; K] {
+            let mut top = [_mm512_setzero_si512(); K];
+            top.copy_from_slice(&lists[..K]);
+            best_of_lanes(&top)
+        };
+        let mut floor = _mm512_and_si512(best_lists(&lists)[K - 1], high);
+        while at + 8 <= len {
+            let w = weigh8(key, members, at);
+            if _mm512_cmpge_epu64_mask(w, floor) != 0 {
+                insert_lanes(&mut lists, pack(w, tags_at(at)), 0xff);
+                floor = _mm512_and_si512(best_lists(&lists)[K - 1], high);
             }
             at += 8;
         }
         if at < len {
             let (w, valid) = weigh_tail8(key, members, at);
-            let hits = _mm512_mask_cmpge_epu64_mask(valid, w, threshold);
-            if hits != 0 {
-                // SAFETY: as above.
-                unsafe { _mm512_storeu_si512(weights.as_mut_ptr().cast(), w) };
-                offer_lanes(&weights, hits, at, top);
-            }
+            insert_lanes(&mut lists, pack(w, tags_at(at)), valid);
         }
+        let best = best_lists(&lists);
+        let floor = _mm512_and_si512(best[K - 1], high);
+        let mut reaching = 0;
+        for list in &lists {
+            reaching += _mm512_cmpge_epu64_mask(*list, floor).count_ones();
+        }
+        let mut decided = reaching as usize == K;
+        let mut above = u64::MAX;
+        for (slot, packed) in out.iter_mut().zip(best) {
+            let packed = _mm_cvtsi128_si64(_mm512_castsi512_si128(packed)) as u64;
+            let top_bits = packed >> TAG_BITS;
+            decided &= (top_bits < above) & (top_bits != 0);
+            above = top_bits;
+            *slot = (TAG_MASK - (packed & TAG_MASK)) as usize;
+        }
+        decided
     }
 
     /// Flipping the sign bit makes AVX2's signed 64-bit compare order
@@ -418,15 +932,14 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn top_avx2(key_hash: u64, members: &[u64], top: &mut TopN<'_, u64>) {
+    pub(super) unsafe fn top_avx2(key_hash: u64, members: &[u64], best: &mut Best<'_, u64>) {
         let len = members.len();
         let key = _mm256_set1_epi64x(key_hash as i64);
-        // Signed `>` against (threshold - 1) is `>=` against the threshold;
-        // the sign-flipped zero minus one does not exist, so "everything
-        // enters" is a separate flag.
+        // Signed `>` against (floor - 1) is `>=` against the floor; a floor
+        // of 0 admits everything, which "open" stands for.
         let mut open = true;
         let mut threshold = _mm256_setzero_si256();
-        let mut weights = [0u64; 4];
+        let mut weights = [0u64; 8];
         let mut at = 0;
         while at + 4 <= len {
             let w = weigh4_flipped(key, members, at);
@@ -437,24 +950,20 @@ mod x86 {
             };
             if hits != 0 {
                 let unflipped = _mm256_xor_si256(w, _mm256_set1_epi64x(SIGN));
-                // SAFETY: `weights` is 4 `u64`s, the size of the store.
+                // SAFETY: the store writes 4 `u64`s into an 8-element array.
                 unsafe { _mm256_storeu_si256(weights.as_mut_ptr().cast(), unflipped) };
-                let mut padded = [0u64; 8];
-                padded[..4].copy_from_slice(&weights);
-                offer_lanes(&padded, hits, at, top);
-                if let Some(last) = top.last() {
-                    match last.0.checked_sub(1) {
-                        Some(below) => {
-                            open = false;
-                            threshold = _mm256_set1_epi64x((below as i64) ^ SIGN);
-                        }
-                        None => open = true,
+                offer_lanes(&weights, hits, at, best);
+                match best.floor().and_then(|floor| floor.checked_sub(1)) {
+                    Some(below) => {
+                        open = false;
+                        threshold = _mm256_set1_epi64x((below as i64) ^ SIGN);
                     }
+                    None => open = true,
                 }
             }
             at += 4;
         }
-        top_scalar(key_hash, &members[at..], at, top);
+        top_scalar(key_hash, &members[at..], at, best);
     }
 }
 
@@ -469,10 +978,7 @@ mod tests {
         assert_eq!(key_hash(b""), 0x2d06_8005_38d3_94c2);
         assert_eq!(mix(0), 0);
         assert_eq!(mix(1), 0x5692_161d_100b_05e5);
-        assert_eq!(
-            weight(key_hash(b"acme"), member_hash(b"r1")),
-            GOLDEN_ACME_R1
-        );
+        assert_eq!(weight(key_hash(b"acme"), member_hash(b"r1")), GOLDEN_ACME_R1);
     }
 
     /// `weight(key_hash("acme"), member_hash("r1"))`, frozen.
@@ -480,11 +986,7 @@ mod tests {
 
     fn reference_top(key_hash: u64, members: &[u64], n: usize) -> Vec<usize> {
         let mut order: Vec<usize> = (0..members.len()).collect();
-        order.sort_by(|&a, &b| {
-            weight(key_hash, members[b])
-                .cmp(&weight(key_hash, members[a]))
-                .then(a.cmp(&b))
-        });
+        order.sort_by(|&a, &b| weight(key_hash, members[b]).cmp(&weight(key_hash, members[a])).then(a.cmp(&b)));
         order.truncate(n);
         order
     }
@@ -492,10 +994,7 @@ mod tests {
     fn members_strategy() -> impl Strategy<Value = Vec<u64>> {
         // Draw from a small pool now and then so equal member hashes (and so
         // equal weights) occur.
-        prop_oneof![
-            proptest::collection::vec(any::<u64>(), 0..70),
-            proptest::collection::vec(0u64..4, 0..40),
-        ]
+        prop_oneof![proptest::collection::vec(any::<u64>(), 0..70), proptest::collection::vec(0u64..4, 0..40),]
     }
 
     proptest! {
@@ -514,25 +1013,50 @@ mod tests {
     #[test]
     fn kernels_agree_on_every_length_up_to_three_chunks() {
         for len in 0..=40usize {
-            let members: Vec<u64> = (0..len as u64)
-                .map(|i| member_hash(&i.to_le_bytes()))
-                .collect();
+            let members: Vec<u64> = (0..len as u64).map(|i| member_hash(&i.to_le_bytes())).collect();
             for key in 0..64u64 {
                 let key = key_hash(&key.to_le_bytes());
                 for kernel in Kernel::available() {
-                    assert_eq!(
-                        kernel.owner(key, &members),
-                        owner_scalar(key, &members),
-                        "{kernel:?} len {len}"
-                    );
-                    for n in [1, 2, 3, 5, 9] {
+                    assert_eq!(kernel.owner(key, &members), owner_scalar(key, &members), "{kernel:?} len {len}");
+                    for n in [1, 2, 3, 4, 5, 9] {
                         let mut got = Vec::new();
                         kernel.top(key, &members, n, |i| got.push(i));
-                        assert_eq!(
-                            got,
-                            reference_top(key, &members, n),
-                            "{kernel:?} len {len} n {n}"
-                        );
+                        assert_eq!(got, reference_top(key, &members, n), "{kernel:?} len {len} n {n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kernels_agree_across_block_boundaries() {
+        for len in [511usize, 512, 513, 1030, 1536] {
+            let members: Vec<u64> = (0..len as u64).map(|i| member_hash(&i.to_be_bytes())).collect();
+            for key in 0..8u64 {
+                let key = key_hash(&key.to_be_bytes());
+                for kernel in Kernel::available() {
+                    assert_eq!(kernel.owner(key, &members), owner_scalar(key, &members));
+                    for n in [2, 3, 8, 16, 17, 40] {
+                        let mut got = Vec::new();
+                        kernel.top(key, &members, n, |i| got.push(i));
+                        assert_eq!(got, reference_top(key, &members, n), "{kernel:?} len {len} n {n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_weight_of_zero_is_handled_by_every_kernel() {
+        // The weight is 0 exactly when the key hash equals the member hash.
+        for len in 1..=20u64 {
+            let members: Vec<u64> = (0..len).collect();
+            for key in 0..len {
+                for kernel in Kernel::available() {
+                    for n in 1..=5 {
+                        let mut got = Vec::new();
+                        kernel.top(key, &members, n, |i| got.push(i));
+                        assert_eq!(got, reference_top(key, &members, n), "{kernel:?} len {len} n {n}");
                     }
                 }
             }
@@ -547,8 +1071,11 @@ mod tests {
             for kernel in Kernel::available() {
                 assert_eq!(kernel.owner(3, &members), Some(0), "{kernel:?} len {len}");
                 let mut got = Vec::new();
-                kernel.top(3, &members, 3, |i| got.push(i));
-                assert_eq!(got, (0..len.min(3)).collect::<Vec<_>>());
+                for n in 1..=6 {
+                    got.clear();
+                    kernel.top(3, &members, n, |i| got.push(i));
+                    assert_eq!(got, (0..len.min(n)).collect::<Vec<_>>(), "{kernel:?} len {len} n {n}");
+                }
             }
         }
     }

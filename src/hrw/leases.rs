@@ -72,9 +72,7 @@ pub struct StaticLeases {
 impl StaticLeases {
     /// Leases held by `owner`.
     pub fn new(owner: impl Into<String>) -> Self {
-        Self {
-            owner: owner.into(),
-        }
+        Self { owner: owner.into() }
     }
 }
 

@@ -52,9 +52,7 @@ pub struct Static {
 impl Static {
     /// A single member with this id and no address.
     pub fn new(id: impl Into<String>) -> Self {
-        Self {
-            member: Member::new(id, ""),
-        }
+        Self { member: Member::new(id, "") }
     }
 
     /// The one member.
@@ -117,16 +115,7 @@ pub async fn owns<M: Membership>(
 /// assert_eq!(set.owner("orders/42").map(|m| m.id.as_str()), Some("r1"));
 /// # });
 /// ```
-pub async fn prepare<M: Membership>(
-    membership: &M,
-    weight_fn: WeightFn,
-) -> Result<MemberSet, MembershipError> {
+pub async fn prepare<M: Membership>(membership: &M, weight_fn: WeightFn) -> Result<MemberSet, MembershipError> {
     let members = membership.members().await?;
-    Ok(MemberSet::with_options(
-        members,
-        super::Options {
-            weight_fn,
-            ..super::Options::default()
-        },
-    ))
+    Ok(MemberSet::with_options(members, super::Options { weight_fn, ..super::Options::default() }))
 }

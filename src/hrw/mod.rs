@@ -108,10 +108,7 @@ impl Member {
     /// assert_eq!(m.id, "r1");
     /// ```
     pub fn new(id: impl Into<String>, addr: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            addr: addr.into(),
-        }
+        Self { id: id.into(), addr: addr.into() }
     }
 }
 
@@ -169,7 +166,7 @@ impl WeightFn {
     /// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, ""));
     /// assert_eq!(WeightFn::GoSha256.owner("acme", &members).unwrap().id, "r2");
     /// ```
-    pub fn owner<'m>(self, key: impl AsRef<[u8]>, members: &'m [Member]) -> Option<&'m Member> {
+    pub fn owner(self, key: impl AsRef<[u8]>, members: &[Member]) -> Option<&Member> {
         let weigher = KeyWeigher::new(self, key.as_ref());
         let mut best: Option<(u64, &Member)> = None;
         for member in members {
@@ -218,12 +215,7 @@ impl WeightFn {
     /// let ids: Vec<&str> = WeightFn::GoSha256.replicas("acme", &members, 3).iter().map(|m| m.id.as_str()).collect();
     /// assert_eq!(ids, ["r2", "r1", "r3"]);
     /// ```
-    pub fn replicas<'m>(
-        self,
-        key: impl AsRef<[u8]>,
-        members: &'m [Member],
-        n: usize,
-    ) -> Vec<&'m Member> {
+    pub fn replicas(self, key: impl AsRef<[u8]>, members: &[Member], n: usize) -> Vec<&Member> {
         let mut out = Vec::with_capacity(n.min(members.len()));
         self.replicas_into(key, members, n, &mut out);
         out
@@ -232,22 +224,14 @@ impl WeightFn {
     /// [`WeightFn::replicas`] into a caller's buffer, which is cleared first.
     /// With enough capacity in `out` and `n` at most 32, this does not
     /// allocate.
-    pub fn replicas_into<'m>(
-        self,
-        key: impl AsRef<[u8]>,
-        members: &'m [Member],
-        n: usize,
-        out: &mut Vec<&'m Member>,
-    ) {
+    pub fn replicas_into<'m>(self, key: impl AsRef<[u8]>, members: &'m [Member], n: usize, out: &mut Vec<&'m Member>) {
         out.clear();
         let n = n.min(members.len());
         if n == 0 {
             return;
         }
         let weigher = KeyWeigher::new(self, key.as_ref());
-        let by_member = |a: &Candidate<u64>, b: &Candidate<u64>| {
-            ahead(&(a.0, &members[a.1]), &(b.0, &members[b.1]))
-        };
+        let by_member = |a: &Candidate<u64>, b: &Candidate<u64>| ahead(&(a.0, &members[a.1]), &(b.0, &members[b.1]));
         if n <= INLINE_REPLICAS {
             let mut slots = [(0u64, 0usize); INLINE_REPLICAS];
             let mut top = TopN::new(&mut slots[..n]);
@@ -265,14 +249,10 @@ impl WeightFn {
             }
             out.extend(top.as_slice().iter().map(|&(_, index)| &members[index]));
         } else {
-            let mut all: Vec<(u64, &Member)> = members
-                .iter()
-                .map(|member| (weigher.weight(&member.id), member))
-                .collect();
+            let mut all: Vec<(u64, &Member)> =
+                members.iter().map(|member| (weigher.weight(&member.id), member)).collect();
             all.sort_unstable_by(|a, b| {
-                b.0.cmp(&a.0)
-                    .then_with(|| a.1.id.cmp(&b.1.id))
-                    .then_with(|| a.1.addr.cmp(&b.1.addr))
+                b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)).then_with(|| a.1.addr.cmp(&b.1.addr))
             });
             all.dedup_by(|later, first| later.1.id == first.1.id);
             out.extend(all.into_iter().take(n).map(|(_, member)| member));
@@ -340,7 +320,7 @@ impl KeyWeigher {
 /// let members = [Member::new("a", ""), Member::new("b", "")];
 /// assert!(hrw::owner("k", &members).is_some());
 /// ```
-pub fn owner<'m>(key: impl AsRef<[u8]>, members: &'m [Member]) -> Option<&'m Member> {
+pub fn owner(key: impl AsRef<[u8]>, members: &[Member]) -> Option<&Member> {
     WeightFn::Fast.owner(key, members)
 }
 
@@ -367,7 +347,7 @@ pub fn is_owner(key: impl AsRef<[u8]>, self_id: &str, members: &[Member]) -> boo
 /// assert_eq!(replicas[0], hrw::owner("k", &members).unwrap());
 /// assert_eq!(replicas.len(), 2);
 /// ```
-pub fn replicas<'m>(key: impl AsRef<[u8]>, members: &'m [Member], n: usize) -> Vec<&'m Member> {
+pub fn replicas(key: impl AsRef<[u8]>, members: &[Member], n: usize) -> Vec<&Member> {
     WeightFn::Fast.replicas(key, members, n)
 }
 
@@ -382,12 +362,7 @@ pub fn replicas<'m>(key: impl AsRef<[u8]>, members: &'m [Member], n: usize) -> V
 /// hrw::replicas_into("k", &members, 2, &mut buffer);
 /// assert_eq!(buffer.len(), 2);
 /// ```
-pub fn replicas_into<'m>(
-    key: impl AsRef<[u8]>,
-    members: &'m [Member],
-    n: usize,
-    out: &mut Vec<&'m Member>,
-) {
+pub fn replicas_into<'m>(key: impl AsRef<[u8]>, members: &'m [Member], n: usize, out: &mut Vec<&'m Member>) {
     WeightFn::Fast.replicas_into(key, members, n, out)
 }
 
@@ -401,11 +376,7 @@ mod tests {
 
     #[test]
     fn free_functions_collapse_duplicates_whatever_the_order() {
-        let forward = [
-            Member::new("r1", "b"),
-            Member::new("r2", ""),
-            Member::new("r1", "a"),
-        ];
+        let forward = [Member::new("r1", "b"), Member::new("r2", ""), Member::new("r1", "a")];
         let mut backward = forward.clone();
         backward.reverse();
         for weight_fn in [WeightFn::Fast, WeightFn::GoSha256] {
@@ -414,10 +385,7 @@ mod tests {
                 let b = weight_fn.replicas(key, &backward, 5);
                 assert_eq!(a, b);
                 assert_eq!(ids(&a).len(), 2, "duplicates count once");
-                assert_eq!(
-                    weight_fn.owner(key, &forward),
-                    weight_fn.owner(key, &backward)
-                );
+                assert_eq!(weight_fn.owner(key, &forward), weight_fn.owner(key, &backward));
                 let r1 = a.iter().find(|m| m.id == "r1").unwrap();
                 assert_eq!(r1.addr, "a");
             }

@@ -116,16 +116,10 @@ impl MemberSet {
     /// let big_keys = (0..10_000).filter(|i| set.is_owner(i.to_string(), "big")).count();
     /// assert!((7_000..8_000).contains(&big_keys));
     /// ```
-    pub fn weighted(
-        members: impl IntoIterator<Item = (Member, NonZeroU32)>,
-        options: Options,
-    ) -> Self {
+    pub fn weighted(members: impl IntoIterator<Item = (Member, NonZeroU32)>, options: Options) -> Self {
         let mut entries: Vec<(Member, NonZeroU32)> = members.into_iter().collect();
         entries.sort_unstable_by(|a, b| {
-            a.0.id
-                .cmp(&b.0.id)
-                .then_with(|| a.0.addr.cmp(&b.0.addr))
-                .then_with(|| a.1.cmp(&b.1))
+            a.0.id.cmp(&b.0.id).then_with(|| a.0.addr.cmp(&b.0.addr)).then_with(|| a.1.cmp(&b.1))
         });
         entries.dedup_by(|later, first| later.0.id == first.0.id);
         let (members, capacities) = entries.into_iter().unzip();
@@ -138,29 +132,10 @@ impl MemberSet {
             Simd::Off => Kernel::Scalar,
         };
         let (fast_hashes, sha_tails) = match options.weight_fn {
-            WeightFn::Fast => (
-                members
-                    .iter()
-                    .map(|m| fast::member_hash(m.id.as_bytes()))
-                    .collect(),
-                Vec::new(),
-            ),
-            WeightFn::GoSha256 => (
-                Vec::new(),
-                members
-                    .iter()
-                    .map(|m| IdTail::new(m.id.as_bytes()))
-                    .collect(),
-            ),
+            WeightFn::Fast => (members.iter().map(|m| fast::member_hash(m.id.as_bytes())).collect(), Vec::new()),
+            WeightFn::GoSha256 => (Vec::new(), members.iter().map(|m| IdTail::new(m.id.as_bytes())).collect()),
         };
-        Self {
-            members,
-            options,
-            kernel,
-            fast_hashes,
-            sha_tails,
-            capacities,
-        }
+        Self { members, options, kernel, fast_hashes, sha_tails, capacities }
     }
 
     /// The members, sorted by id, duplicates collapsed.
@@ -194,9 +169,7 @@ impl MemberSet {
     }
 
     fn position(&self, id: &str) -> Option<usize> {
-        self.members
-            .binary_search_by(|m| m.id.as_str().cmp(id))
-            .ok()
+        self.members.binary_search_by(|m| m.id.as_str().cmp(id)).ok()
     }
 
     /// The owner of `key`, or `None` when the set is empty.
@@ -207,26 +180,23 @@ impl MemberSet {
     /// assert!(MemberSet::default().owner("k").is_none());
     /// ```
     pub fn owner(&self, key: impl AsRef<[u8]>) -> Option<&Member> {
-        self.owner_index(key.as_ref())
-            .map(|index| &self.members[index])
+        self.owner_index(key.as_ref()).map(|index| &self.members[index])
     }
 
     fn owner_index(&self, key: &[u8]) -> Option<usize> {
-        if self.members.is_empty() {
+        let len = self.members.len();
+        if len == 0 {
             return None;
         }
-        let len = self.members.len();
         if self.is_weighted() {
             let mut weigher = self.weigher(key);
-            return select::argmax(len, |i| {
-                capacity::rank(weigher.weight(i), self.capacities[i])
-            });
+            return select::argmax(len, |start, out| weigher.fill_ranks(start, out));
         }
         match self.options.weight_fn {
             WeightFn::Fast => self.kernel.owner(fast::key_hash(key), &self.fast_hashes),
             WeightFn::GoSha256 => {
                 let mut weigher = self.weigher(key);
-                select::argmax(len, |i| weigher.weight(i))
+                select::argmax(len, |start, out| weigher.fill(start, out))
             }
         }
     }
@@ -247,27 +217,37 @@ impl MemberSet {
     pub fn is_owner(&self, key: impl AsRef<[u8]>, self_id: &str) -> bool {
         let key = key.as_ref();
         let len = self.members.len();
+        // For a few members the plain scan is cheaper than weighing self
+        // separately; measured crossovers.
+        let small = match self.options.weight_fn {
+            WeightFn::Fast => len <= IS_OWNER_SCAN_MAX_FAST,
+            WeightFn::GoSha256 => len <= IS_OWNER_SCAN_MAX_SHA,
+        };
+        if small && !self.is_weighted() {
+            return self.owner_index(key).is_some_and(|i| self.members[i].id == self_id);
+        }
+        let mut weigher = self.weigher(key);
         if self.is_weighted() {
             let Some(me) = self.position(self_id) else {
                 return false;
             };
-            let mut weigher = self.weigher(key);
-            let mine = capacity::rank(weigher.weight(me), self.capacities[me]);
-            return !(0..len).any(|i| {
-                i != me && {
-                    let theirs = capacity::rank(weigher.weight(i), self.capacities[i]);
-                    theirs > mine || (theirs == mine && i < me)
-                }
-            });
+            let mut mine = [0u128; 1];
+            weigher.fill_ranks(me, &mut mine);
+            let mine = mine[0];
+            return !any_in_batches(
+                len,
+                |start, out| weigher.fill_ranks(start, out),
+                |i, theirs| theirs > mine || (theirs == mine && i < me),
+            );
         }
         // Compute self's weight straight from the id, so the common case (a
         // heavier member turns up early) needs no search for self.
-        let mut weigher = self.weigher(key);
         let mine = weigher.weight_of_id(self_id);
-        let beaten = (0..len).any(|i| {
-            let theirs = weigher.weight(i);
-            theirs > mine || (theirs == mine && self.members[i].id.as_str() < self_id)
-        });
+        let beaten = any_in_batches(
+            len,
+            |start, out| weigher.fill(start, out),
+            |i, theirs| theirs > mine || (theirs == mine && self.members[i].id.as_str() < self_id),
+        );
         // Nobody outweighs self_id; it owns the key only if it is a member.
         !beaten && self.position(self_id).is_some()
     }
@@ -310,57 +290,60 @@ impl MemberSet {
         let emit = |index: usize| out.push(&self.members[index]);
         if self.is_weighted() {
             let mut weigher = self.weigher(key);
-            select::top_by_index(
-                len,
-                n,
-                |i| capacity::rank(weigher.weight(i), self.capacities[i]),
-                emit,
-            );
+            select::top_by_index(len, n, |start, out| weigher.fill_ranks(start, out), emit);
             return;
         }
         match self.options.weight_fn {
-            WeightFn::Fast => self
-                .kernel
-                .top(fast::key_hash(key), &self.fast_hashes, n, emit),
+            WeightFn::Fast => self.kernel.top(fast::key_hash(key), &self.fast_hashes, n, emit),
             WeightFn::GoSha256 => {
                 let mut weigher = self.weigher(key);
-                select::top_by_index(len, n, |i| weigher.weight(i), emit);
-            }
-        }
-    }
-
-    /// The scalar per-member weight for one key.
-    fn weigher<'s>(&'s self, key: &[u8]) -> Weigher<'s> {
-        match self.options.weight_fn {
-            WeightFn::Fast => Weigher::Fast {
-                key: fast::key_hash(key),
-                members: &self.fast_hashes,
-            },
-            WeightFn::GoSha256 => {
-                let stream = KeyStream::new(key);
-                Weigher::Sha {
-                    one_block: stream.one_block(),
-                    stream,
-                    tails: &self.sha_tails,
-                    members: &self.members,
-                }
+                select::top_by_index(len, n, |start, out| weigher.fill(start, out), emit);
             }
         }
     }
 }
 
-/// Computes member weights for one key, by index.
+/// Up to this many members, `is_owner` with the fast weight runs the owner
+/// kernel and compares: a SIMD scan of a few members costs less than
+/// hashing the id of self.
+const IS_OWNER_SCAN_MAX_FAST: usize = 32;
+
+/// Up to this many members, Go-compatible `is_owner` weighs them all: the
+/// early exit saves SHA-256 blocks only once it skips more than it costs to
+/// weigh self separately.
+const IS_OWNER_SCAN_MAX_SHA: usize = 4;
+
+/// How many members `is_owner` weighs at a time. It usually stops after
+/// about `ln N + 2` members, so a small batch wastes little work.
+const IS_OWNER_BATCH: usize = 4;
+
+/// Whether `beats(index, rank)` holds for any member, weighing in small
+/// batches and stopping at the first batch with a hit.
+#[inline]
+fn any_in_batches<R: Copy + Default>(
+    len: usize,
+    mut fill: impl FnMut(usize, &mut [R]),
+    mut beats: impl FnMut(usize, R) -> bool,
+) -> bool {
+    let mut ranks = [R::default(); IS_OWNER_BATCH];
+    for start in (0..len).step_by(IS_OWNER_BATCH) {
+        let batch = &mut ranks[..IS_OWNER_BATCH.min(len - start)];
+        fill(start, batch);
+        if batch.iter().enumerate().any(|(offset, &rank)| beats(start + offset, rank)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Computes member weights for one key, a batch at a time.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "it lives on the stack for one lookup; boxing the SHA-256 scratch would allocate per lookup"
+)]
 enum Weigher<'s> {
-    Fast {
-        key: u64,
-        members: &'s [u64],
-    },
-    Sha {
-        stream: KeyStream,
-        one_block: Option<OneBlock>,
-        tails: &'s [IdTail],
-        members: &'s [Member],
-    },
+    Fast { key: u64, members: &'s [u64] },
+    Sha { stream: KeyStream, one_block: Option<OneBlock>, tails: &'s [IdTail], members: &'s [Member] },
 }
 
 impl Weigher<'_> {
@@ -372,19 +355,69 @@ impl Weigher<'_> {
         }
     }
 
+    /// Writes the weights of members `start..start + out.len()` into `out`.
     #[inline]
-    fn weight(&mut self, index: usize) -> u64 {
+    fn fill(&mut self, start: usize, out: &mut [u64]) {
         match self {
-            Weigher::Fast { key, members } => fast::weight(*key, members[index]),
-            Weigher::Sha {
-                stream,
-                one_block,
-                tails,
-                members,
-            } => one_block
-                .as_mut()
-                .and_then(|block| block.weight(&tails[index]))
-                .unwrap_or_else(|| stream.weight(members[index].id.as_bytes())),
+            Weigher::Fast { key, members } => {
+                for (slot, &member) in out.iter_mut().zip(&members[start..]) {
+                    *slot = fast::weight(*key, member);
+                }
+            }
+            Weigher::Sha { stream, one_block, tails, members } => {
+                let members = &members[start..start + out.len()];
+                let general = |k: usize| stream.weight(members[k].id.as_bytes());
+                match one_block {
+                    Some(block) => block.fill(&tails[start..start + out.len()], out, general),
+                    None => out.iter_mut().enumerate().for_each(|(k, slot)| *slot = general(k)),
+                }
+            }
+        }
+    }
+}
+
+impl MemberSet {
+    /// The per-member weight source for one key.
+    fn weigher<'s>(&'s self, key: &[u8]) -> WeightedWeigher<'s> {
+        let inner = match self.options.weight_fn {
+            WeightFn::Fast => Weigher::Fast { key: fast::key_hash(key), members: &self.fast_hashes },
+            WeightFn::GoSha256 => {
+                let stream = KeyStream::new(key);
+                Weigher::Sha { one_block: stream.one_block(), stream, tails: &self.sha_tails, members: &self.members }
+            }
+        };
+        WeightedWeigher { inner, capacities: &self.capacities }
+    }
+}
+
+/// A [`Weigher`] that also turns weights into capacity-weighted ranks.
+struct WeightedWeigher<'s> {
+    inner: Weigher<'s>,
+    capacities: &'s [NonZeroU32],
+}
+
+impl WeightedWeigher<'_> {
+    fn weight_of_id(&self, id: &str) -> u64 {
+        self.inner.weight_of_id(id)
+    }
+
+    #[inline]
+    fn fill(&mut self, start: usize, out: &mut [u64]) {
+        self.inner.fill(start, out);
+    }
+
+    /// Writes the capacity-weighted ranks of members
+    /// `start..start + out.len()` into `out`.
+    fn fill_ranks(&mut self, start: usize, out: &mut [u128]) {
+        let mut weights = [0u64; select::BATCH];
+        for (chunk_start, chunk) in (start..).step_by(select::BATCH).zip(out.chunks_mut(select::BATCH)) {
+            let weights = &mut weights[..chunk.len()];
+            self.inner.fill(chunk_start, weights);
+            for ((slot, &weight), &capacity) in
+                chunk.iter_mut().zip(weights.iter()).zip(&self.capacities[chunk_start..])
+            {
+                *slot = capacity::rank(weight, capacity);
+            }
         }
     }
 }
@@ -395,24 +428,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn set(ids: &[&str], weight_fn: WeightFn, simd: Simd) -> MemberSet {
-        MemberSet::with_options(
-            ids.iter().map(|id| Member::new(*id, "")),
-            Options { weight_fn, simd },
-        )
+        MemberSet::with_options(ids.iter().map(|id| Member::new(*id, "")), Options { weight_fn, simd })
     }
 
     #[test]
     fn duplicates_collapse_to_the_smallest_address() {
-        let a = MemberSet::new([
-            Member::new("r1", "b"),
-            Member::new("r1", "a"),
-            Member::new("r2", ""),
-        ]);
-        let b = MemberSet::new([
-            Member::new("r2", ""),
-            Member::new("r1", "a"),
-            Member::new("r1", "b"),
-        ]);
+        let a = MemberSet::new([Member::new("r1", "b"), Member::new("r1", "a"), Member::new("r2", "")]);
+        let b = MemberSet::new([Member::new("r2", ""), Member::new("r1", "a"), Member::new("r1", "b")]);
         assert_eq!(a.members(), b.members());
         assert_eq!(a.get("r1").unwrap().addr, "a");
         assert_eq!(a.len(), 2);

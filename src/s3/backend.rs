@@ -107,14 +107,8 @@ impl S3Backend {
     /// A backend with the production transport, the system clock and OS
     /// randomness. Credentials are resolved now.
     pub fn new(config: S3Config) -> Result<S3Backend, BackendError> {
-        let transport = ReqwestTransport::new(&config.transport)
-            .map_err(|err| BackendError::Config(err.message))?;
-        S3Backend::with_parts(
-            config,
-            Arc::new(transport),
-            Arc::new(SystemClock::new()),
-            Arc::new(OsEntropy),
-        )
+        let transport = ReqwestTransport::new(&config.transport).map_err(|err| BackendError::Config(err.message))?;
+        S3Backend::with_parts(config, Arc::new(transport), Arc::new(SystemClock::new()), Arc::new(OsEntropy))
     }
 
     /// A backend over the given transport, clock and randomness: for the
@@ -142,10 +136,7 @@ impl S3Backend {
 
     /// The same store and settings, for another key.
     pub fn with_key(&self, key: impl Into<String>) -> S3Backend {
-        S3Backend {
-            key: key.into(),
-            ..self.clone()
-        }
+        S3Backend { key: key.into(), ..self.clone() }
     }
 
     /// The lease record's key.
@@ -156,10 +147,8 @@ impl S3Backend {
     /// Stores `bytes` without conditions, as an operator's tool or a foreign
     /// writer would. For tests and repairs; the elector never does this.
     pub async fn put_raw(&self, bytes: Vec<u8>) -> Result<Version, BackendError> {
-        let response = self
-            .send(Method::PUT, &[], Bytes::from(bytes))
-            .await
-            .map_err(|failure| failure_to_error(failure, true))?;
+        let response =
+            self.send(Method::PUT, &[], Bytes::from(bytes)).await.map_err(|failure| failure_to_error(failure, true))?;
         match response.status() {
             status if status.is_success() => self.etag(&response),
             _ => Err(self.refusal(&response, Op::Write)),
@@ -170,10 +159,7 @@ impl S3Backend {
     /// it: for operators' tools, which must show a record even when it does
     /// not parse. `Ok(None)` means there is no object.
     pub async fn inspect(&self) -> Result<Option<Inspection>, BackendError> {
-        let response = self
-            .send(Method::GET, &[], Bytes::new())
-            .await
-            .map_err(|f| failure_to_error(f, false))?;
+        let response = self.send(Method::GET, &[], Bytes::new()).await.map_err(|f| failure_to_error(f, false))?;
         if response.status() != StatusCode::OK {
             return match self.refusal(&response, Op::Read) {
                 BackendError::NoLease => Ok(None),
@@ -181,11 +167,7 @@ impl S3Backend {
             };
         }
         let header_time = |name: http::header::HeaderName| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .and_then(parse_http_date)
+            response.headers().get(name).and_then(|value| value.to_str().ok()).and_then(parse_http_date)
         };
         Ok(Some(Inspection {
             version: self.etag(&response)?,
@@ -202,11 +184,7 @@ impl S3Backend {
     /// itself. Needs PutObject (and, to clean up, DeleteObject) on the
     /// scratch key.
     pub async fn verify(&self) -> Result<Verification, BackendError> {
-        let scratch = self.with_key(format!(
-            "{}.verify-{}",
-            self.key,
-            random_hex(self.entropy.as_ref(), 6)
-        ));
+        let scratch = self.with_key(format!("{}.verify-{}", self.key, random_hex(self.entropy.as_ref(), 6)));
         let record = |tag: &str| LeaseRecord {
             generation: crate::Generation(1),
             expires_at: String::new(),
@@ -227,9 +205,7 @@ impl S3Backend {
             match scratch.write(None, &record("second")).await {
                 Err(BackendError::LeaseHeld) => {}
                 Ok(_) => {
-                    return Err(unsafe_store(
-                        "accepted a second create with If-None-Match: *",
-                    ));
+                    return Err(unsafe_store("accepted a second create with If-None-Match: *"));
                 }
                 Err(other) => return Err(other),
             }
@@ -253,10 +229,7 @@ impl S3Backend {
             },
         };
         let cleaned_up = scratch.delete(&current).await.is_ok();
-        outcome.map(|_| Verification {
-            scratch_key: scratch.key.clone(),
-            cleaned_up,
-        })
+        outcome.map(|_| Verification { scratch_key: scratch.key.clone(), cleaned_up })
     }
 
     fn url(&self) -> String {
@@ -264,45 +237,26 @@ impl S3Backend {
         let key = encode_key(&self.key);
         match target.addressing {
             Addressing::PathStyle => {
-                format!(
-                    "{}://{}{}/{}/{}",
-                    target.scheme, target.authority, target.base_path, target.bucket, key
-                )
+                format!("{}://{}{}/{}/{}", target.scheme, target.authority, target.base_path, target.bucket, key)
             }
             Addressing::VirtualHost => {
-                format!(
-                    "{}://{}.{}{}/{}",
-                    target.scheme, target.bucket, target.authority, target.base_path, key
-                )
+                format!("{}://{}.{}{}/{}", target.scheme, target.bucket, target.authority, target.base_path, key)
             }
         }
     }
 
     /// Builds, signs and sends one request under the request timeout.
-    async fn send(
-        &self,
-        method: Method,
-        headers: &[(&str, String)],
-        body: Bytes,
-    ) -> Result<Response<Bytes>, Failure> {
+    async fn send(&self, method: Method, headers: &[(&str, String)], body: Bytes) -> Result<Response<Bytes>, Failure> {
         let mut builder = Request::builder().method(method).uri(self.url());
         for (name, value) in headers {
             builder = builder.header(*name, value.as_str());
         }
-        let mut request = builder.body(body).map_err(|err| {
-            Failure::Transport(TransportError::new(
-                TransportErrorKind::Config,
-                err.to_string(),
-            ))
-        })?;
+        let mut request = builder
+            .body(body)
+            .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
         self.signer
             .sign(&mut request, self.clock.wall())
-            .map_err(|err| {
-                Failure::Transport(TransportError::new(
-                    TransportErrorKind::Config,
-                    err.to_string(),
-                ))
-            })?;
+            .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
         let deadline = self.clock.now() + self.target.request_timeout;
         let response = tokio::select! {
             biased;
@@ -319,8 +273,7 @@ impl S3Backend {
         let Some(skew) = server_skew(response, self.clock.wall()) else {
             return;
         };
-        if skew.abs() > self.target.clock_skew_warning.as_secs_f64()
-            && !self.skew_warned.swap(true, Ordering::Relaxed)
+        if skew.abs() > self.target.clock_skew_warning.as_secs_f64() && !self.skew_warned.swap(true, Ordering::Relaxed)
         {
             warn!(
                 skew_seconds = skew,
@@ -330,10 +283,7 @@ impl S3Backend {
     }
 
     fn etag(&self, response: &Response<Bytes>) -> Result<Version, BackendError> {
-        let etag = response
-            .headers()
-            .get(http::header::ETAG)
-            .and_then(|value| value.to_str().ok());
+        let etag = response.headers().get(http::header::ETAG).and_then(|value| value.to_str().ok());
         match etag {
             Some(etag) if !etag.is_empty() => Ok(Version::new(etag)),
             _ => Err(BackendError::Unsupported(
@@ -385,19 +335,15 @@ impl S3Backend {
                 "access denied: the credentials need s3:GetObject and s3:PutObject on {}/{} ({detail})",
                 self.target.bucket, self.key
             )),
-            (301 | 307 | 400, "PermanentRedirect" | "AuthorizationHeaderMalformed") => {
-                BackendError::Config(format!(
-                    "the bucket is in another region or needs another endpoint: set the region ({detail})"
-                ))
-            }
+            (301 | 307 | 400, "PermanentRedirect" | "AuthorizationHeaderMalformed") => BackendError::Config(format!(
+                "the bucket is in another region or needs another endpoint: set the region ({detail})"
+            )),
             (status, "SlowDown") | (status @ 500..=599, _) if !conditional => {
                 let _ = status;
                 BackendError::Transient(detail)
             }
             (500..=599, _) => BackendError::Ambiguous(detail),
-            (400..=499, _) => {
-                BackendError::Config(format!("the store refused the request: {detail}"))
-            }
+            (400..=499, _) => BackendError::Config(format!("the store refused the request: {detail}")),
             _ => BackendError::Transient(format!("unexpected answer: {detail}")),
         }
     }
@@ -453,12 +399,8 @@ fn failure_to_error(failure: Failure, is_write: bool) -> BackendError {
         Failure::Transport(err) if err.kind == TransportErrorKind::Connect => {
             BackendError::Transient(format!("cannot reach the store: {}", err.message))
         }
-        Failure::Transport(err) if is_write => {
-            BackendError::Ambiguous(format!("connection failed: {}", err.message))
-        }
-        Failure::Transport(err) => {
-            BackendError::Transient(format!("connection failed: {}", err.message))
-        }
+        Failure::Transport(err) if is_write => BackendError::Ambiguous(format!("connection failed: {}", err.message)),
+        Failure::Transport(err) => BackendError::Transient(format!("connection failed: {}", err.message)),
         Failure::Timeout if is_write => BackendError::Ambiguous("the request timed out".into()),
         Failure::Timeout => BackendError::Transient("the request timed out".into()),
     }
@@ -473,21 +415,27 @@ impl Target {
         if config.key.is_empty() || config.key.len() > 1024 {
             return bad("the lease key must be 1 to 1024 bytes".into());
         }
+        // Some stores map keys onto file paths and refuse or fold these, so a
+        // lease key with them would not be the key the user named.
+        if config.key.starts_with('/')
+            || config.key.split('/').any(|segment| matches!(segment, "." | ".."))
+            || config.key.contains("//")
+        {
+            return bad(format!(
+                "lease key {:?} must not start with '/' or contain '//', '.' or '..' segments",
+                config.key
+            ));
+        }
         if config.region.is_empty() {
             return bad("the region must not be empty".into());
         }
         if config.request_timeout.is_zero() || config.operation_deadline < config.request_timeout {
-            return bad(
-                "the request timeout must be above zero and within the operation deadline".into(),
-            );
+            return bad("the request timeout must be above zero and within the operation deadline".into());
         }
-        let endpoint = config
-            .endpoint
-            .clone()
-            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", config.region));
-        let uri: http::Uri = endpoint.parse().map_err(|err| {
-            BackendError::Config(format!("endpoint {endpoint:?} is not a URL: {err}"))
-        })?;
+        let endpoint = config.endpoint.clone().unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", config.region));
+        let uri: http::Uri = endpoint
+            .parse()
+            .map_err(|err| BackendError::Config(format!("endpoint {endpoint:?} is not a URL: {err}")))?;
         let scheme = match uri.scheme_str() {
             Some(scheme @ ("https" | "http")) => scheme.to_string(),
             _ => {
@@ -546,11 +494,7 @@ impl Backend for S3Backend {
         }
     }
 
-    async fn write(
-        &self,
-        expected: Option<&Version>,
-        record: &LeaseRecord,
-    ) -> Result<Version, BackendError> {
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
         let condition = match expected {
             None => ("if-none-match", "*".to_string()),
             Some(version) => ("if-match", self.if_match(version)),
@@ -560,24 +504,14 @@ impl Backend for S3Backend {
             .send(Method::PUT, &headers, Bytes::from(record.encode()))
             .await
             .map_err(|f| failure_to_error(f, true))?;
-        if response.status().is_success() {
-            self.etag(&response)
-        } else {
-            Err(self.refusal(&response, Op::Write))
-        }
+        if response.status().is_success() { self.etag(&response) } else { Err(self.refusal(&response, Op::Write)) }
     }
 
     async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
         let headers = [("if-match", self.if_match(expected))];
-        let response = self
-            .send(Method::DELETE, &headers, Bytes::new())
-            .await
-            .map_err(|f| failure_to_error(f, true))?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(self.refusal(&response, Op::Delete))
-        }
+        let response =
+            self.send(Method::DELETE, &headers, Bytes::new()).await.map_err(|f| failure_to_error(f, true))?;
+        if response.status().is_success() { Ok(()) } else { Err(self.refusal(&response, Op::Delete)) }
     }
 }
 
@@ -606,10 +540,7 @@ mod tests {
         } else {
             format!("<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>m</Message></Error>")
         };
-        Ok(Response::builder()
-            .status(status)
-            .body(Bytes::from(body))
-            .unwrap())
+        Ok(Response::builder().status(status).body(Bytes::from(body)).unwrap())
     }
 
     fn backend(stub: &StubTransport) -> S3Backend {
@@ -624,44 +555,22 @@ mod tests {
 
     #[tokio::test]
     async fn statuses_map_to_what_the_caller_should_do() {
-        let cases: [(u16, &str, fn(&BackendError) -> bool); 10] = [
-            (412, "PreconditionFailed", |e| {
-                matches!(e, BackendError::LeaseHeld)
-            }),
+        type Expect = fn(&BackendError) -> bool;
+        let cases: [(u16, &str, Expect); 10] = [
+            (412, "PreconditionFailed", |e| matches!(e, BackendError::LeaseHeld)),
             (304, "", |e| matches!(e, BackendError::LeaseHeld)),
             (404, "NoSuchKey", |e| matches!(e, BackendError::NoLease)),
-            (
-                404,
-                "NoSuchBucket",
-                |e| matches!(e, BackendError::Config(m) if m.contains("bucket")),
-            ),
-            (409, "ConditionalRequestConflict", |e| {
-                matches!(e, BackendError::Conflict(_))
-            }),
-            (409, "OperationAborted", |e| {
-                matches!(e, BackendError::Conflict(_))
-            }),
-            (
-                501,
-                "NotImplemented",
-                |e| matches!(e, BackendError::Unsupported(m) if m.contains("conditional")),
-            ),
-            (400, "NotImplemented", |e| {
-                matches!(e, BackendError::Unsupported(_))
-            }),
+            (404, "NoSuchBucket", |e| matches!(e, BackendError::Config(m) if m.contains("bucket"))),
+            (409, "ConditionalRequestConflict", |e| matches!(e, BackendError::Conflict(_))),
+            (409, "OperationAborted", |e| matches!(e, BackendError::Conflict(_))),
+            (501, "NotImplemented", |e| matches!(e, BackendError::Unsupported(m) if m.contains("conditional"))),
+            (400, "NotImplemented", |e| matches!(e, BackendError::Unsupported(_))),
             (503, "SlowDown", |e| matches!(e, BackendError::Ambiguous(_))),
-            (
-                403,
-                "SignatureDoesNotMatch",
-                |e| matches!(e, BackendError::Config(m) if m.contains("secret access key")),
-            ),
+            (403, "SignatureDoesNotMatch", |e| matches!(e, BackendError::Config(m) if m.contains("secret access key"))),
         ];
         for (status, code, expected) in cases {
             let stub = StubTransport::new(move |_| reply(status, code));
-            let err = backend(&stub)
-                .write(None, &sample_record(1, "x"))
-                .await
-                .unwrap_err();
+            let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
             assert!(expected(&err), "{status} {code}: {err:?}");
         }
     }
@@ -669,9 +578,7 @@ mod tests {
     #[tokio::test]
     async fn a_provider_that_refuses_conditional_headers_is_unsupported_and_loud() {
         let stub = StubTransport::new(|request| {
-            if request.headers().contains_key("if-none-match")
-                || request.headers().contains_key("if-match")
-            {
+            if request.headers().contains_key("if-none-match") || request.headers().contains_key("if-match") {
                 reply(501, "NotImplemented")
             } else {
                 reply(404, "NoSuchKey")
@@ -681,53 +588,30 @@ mod tests {
         assert!(matches!(store.read().await, Err(BackendError::NoLease)));
         let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
         assert!(err.is_fatal());
-        assert!(
-            err.to_string().contains("cannot do conditional writes"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("cannot do conditional writes"), "{err}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn writes_are_never_retried_and_reads_are() {
         let stub = StubTransport::new(|_| reply(500, "InternalError"));
         let store = backend(&stub);
-        assert!(matches!(
-            store.write(None, &sample_record(1, "x")).await,
-            Err(BackendError::Ambiguous(_))
-        ));
+        assert!(matches!(store.write(None, &sample_record(1, "x")).await, Err(BackendError::Ambiguous(_))));
         assert_eq!(stub.requests().len(), 1);
-        assert!(matches!(
-            store.read().await,
-            Err(BackendError::Transient(_))
-        ));
-        assert!(
-            stub.requests().len() > 2,
-            "{} requests",
-            stub.requests().len()
-        );
+        assert!(matches!(store.read().await, Err(BackendError::Transient(_))));
+        assert!(stub.requests().len() > 2, "{} requests", stub.requests().len());
     }
 
     #[tokio::test]
     async fn requests_are_conditional_signed_and_path_encoded() {
         let stub = StubTransport::new(|_| {
-            Ok(Response::builder()
-                .status(200)
-                .header("etag", "\"abc\"")
-                .body(Bytes::new())
-                .unwrap())
+            Ok(Response::builder().status(200).header("etag", "\"abc\"").body(Bytes::new()).unwrap())
         });
         let store = backend(&stub);
         let version = store.write(None, &sample_record(1, "x")).await.unwrap();
-        store
-            .write(Some(&version), &sample_record(1, "y"))
-            .await
-            .unwrap();
+        store.write(Some(&version), &sample_record(1, "y")).await.unwrap();
         store.delete(&version).await.unwrap();
         let requests = stub.requests();
-        assert_eq!(
-            requests[0].uri().to_string(),
-            "http://127.0.0.1:9/bucket/leases/a%20b.json"
-        );
+        assert_eq!(requests[0].uri().to_string(), "http://127.0.0.1:9/bucket/leases/a%20b.json");
         assert_eq!(requests[0].headers()["if-none-match"], "*");
         assert_eq!(requests[1].headers()["if-match"], "\"abc\"");
         assert_eq!(requests[2].method(), Method::DELETE);
@@ -742,28 +626,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_success_without_an_etag_and_a_foreign_object_are_errors() {
-        let stub = StubTransport::new(|_| {
-            Ok(Response::builder()
-                .status(200)
-                .body(Bytes::from("<html/>"))
-                .unwrap())
-        });
+        let stub = StubTransport::new(|_| Ok(Response::builder().status(200).body(Bytes::from("<html/>")).unwrap()));
         let store = backend(&stub);
-        assert!(matches!(
-            store.write(None, &sample_record(1, "x")).await,
-            Err(BackendError::Unsupported(_))
-        ));
+        assert!(matches!(store.write(None, &sample_record(1, "x")).await, Err(BackendError::Unsupported(_))));
         let stub = StubTransport::new(|_| {
-            Ok(Response::builder()
-                .status(200)
-                .header("etag", "\"e\"")
-                .body(Bytes::from("<html/>"))
-                .unwrap())
+            Ok(Response::builder().status(200).header("etag", "\"e\"").body(Bytes::from("<html/>")).unwrap())
         });
-        assert!(matches!(
-            backend(&stub).read().await,
-            Err(BackendError::Corrupt { .. })
-        ));
+        assert!(matches!(backend(&stub).read().await, Err(BackendError::Corrupt { .. })));
     }
 
     #[tokio::test]
@@ -771,63 +640,35 @@ mod tests {
         let stub = StubTransport::new(|_| reply(412, "PreconditionFailed"));
         let mut config = config();
         config.etag_style = EtagStyle::Bare;
-        let store = S3Backend::with_parts(
-            config,
-            Arc::new(stub.clone()),
-            Arc::new(SystemClock::new()),
-            Arc::new(OsEntropy),
-        )
-        .unwrap();
-        let _ = store
-            .write(Some(&Version::new("\"abc\"")), &sample_record(1, "x"))
-            .await;
+        let store =
+            S3Backend::with_parts(config, Arc::new(stub.clone()), Arc::new(SystemClock::new()), Arc::new(OsEntropy))
+                .unwrap();
+        let _ = store.write(Some(&Version::new("\"abc\"")), &sample_record(1, "x")).await;
         assert_eq!(stub.requests()[0].headers()["if-match"], "abc");
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_unreachable_endpoint_is_transient_for_reads() {
-        let stub = StubTransport::new(|_| {
-            Err(TransportError::new(
-                TransportErrorKind::Connect,
-                "connection refused",
-            ))
-        });
+        let stub = StubTransport::new(|_| Err(TransportError::new(TransportErrorKind::Connect, "connection refused")));
         let err = backend(&stub).read().await.unwrap_err();
-        assert!(
-            matches!(&err, BackendError::Transient(m) if m.contains("cannot reach")),
-            "{err:?}"
-        );
-        let err = backend(&stub)
-            .write(None, &sample_record(1, "x"))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, BackendError::Transient(_)),
-            "nothing was sent, so nothing happened"
-        );
+        assert!(matches!(&err, BackendError::Transient(m) if m.contains("cannot reach")), "{err:?}");
+        let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
+        assert!(matches!(err, BackendError::Transient(_)), "nothing was sent, so nothing happened");
     }
 
     #[test]
     fn bad_configuration_is_refused_with_reasons() {
         let mut bad = config();
         bad.endpoint = Some("ftp://example".into());
-        assert!(
-            S3Backend::new(bad)
-                .unwrap_err()
-                .to_string()
-                .contains("https://")
-        );
+        assert!(S3Backend::new(bad).unwrap_err().to_string().contains("https://"));
         let mut bad = config();
         bad.bucket = String::new();
-        assert!(
-            S3Backend::new(bad)
-                .unwrap_err()
-                .to_string()
-                .contains("bucket")
-        );
-        let mut bad = config();
-        bad.key = String::new();
-        assert!(S3Backend::new(bad).unwrap_err().to_string().contains("key"));
+        assert!(S3Backend::new(bad).unwrap_err().to_string().contains("bucket"));
+        for key in ["", "a/../b", "./a", "a//b", "/a"] {
+            let mut bad = config();
+            bad.key = key.into();
+            assert!(S3Backend::new(bad).unwrap_err().to_string().contains("key"), "{key}");
+        }
         let debug = format!("{:?}", config());
         assert!(!debug.contains("SECRET-xyz"), "{debug}");
     }

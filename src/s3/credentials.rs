@@ -29,17 +29,12 @@ impl CredentialSource {
     }
 
     /// Resolves the credentials, reading variables through `env`.
-    pub fn resolve_with(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Credentials, BackendError> {
+    pub fn resolve_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, BackendError> {
         match self {
             CredentialSource::Explicit(credentials) => Ok(credentials.clone()),
             CredentialSource::Profile(name) => from_profile(&credentials_file(env)?, name),
             CredentialSource::Default => {
-                if let (Some(id), Some(secret)) =
-                    (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
-                {
+                if let (Some(id), Some(secret)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
                     let credentials = Credentials::new(id, secret);
                     return Ok(match env("AWS_SESSION_TOKEN") {
                         Some(token) => credentials.with_session_token(token),
@@ -65,20 +60,15 @@ fn credentials_file(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, Bac
     if let Some(file) = env("AWS_SHARED_CREDENTIALS_FILE") {
         return Ok(PathBuf::from(file));
     }
-    let home = env("HOME").ok_or_else(|| {
-        BackendError::Config("no S3 credentials: neither AWS_ACCESS_KEY_ID nor HOME is set".into())
-    })?;
+    let home = env("HOME")
+        .ok_or_else(|| BackendError::Config("no S3 credentials: neither AWS_ACCESS_KEY_ID nor HOME is set".into()))?;
     Ok(Path::new(&home).join(".aws").join("credentials"))
 }
 
 /// Reads profile `name` from an INI-style shared credentials file.
 fn from_profile(file: &Path, name: &str) -> Result<Credentials, BackendError> {
-    let text = std::fs::read_to_string(file).map_err(|err| {
-        BackendError::Config(format!(
-            "cannot read the credentials file {}: {err}",
-            file.display()
-        ))
-    })?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|err| BackendError::Config(format!("cannot read the credentials file {}: {err}", file.display())))?;
     parse_profile(&text, name).ok_or_else(|| {
         BackendError::Config(format!(
             "profile [{name}] in {} has no aws_access_key_id and aws_secret_access_key",
@@ -95,10 +85,7 @@ fn parse_profile(text: &str, name: &str) -> Option<Credentials> {
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
-        if let Some(section) = line
-            .strip_prefix('[')
-            .and_then(|rest| rest.strip_suffix(']'))
-        {
+        if let Some(section) = line.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
             in_profile = section.trim() == name;
             continue;
         }
@@ -127,25 +114,14 @@ mod tests {
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
+        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
     }
 
     #[test]
     fn environment_comes_first() {
-        let vars = [
-            ("AWS_ACCESS_KEY_ID", "AK"),
-            ("AWS_SECRET_ACCESS_KEY", "SK"),
-            ("AWS_SESSION_TOKEN", "T"),
-        ];
+        let vars = [("AWS_ACCESS_KEY_ID", "AK"), ("AWS_SECRET_ACCESS_KEY", "SK"), ("AWS_SESSION_TOKEN", "T")];
         let credentials = CredentialSource::Default.resolve_with(&env(&vars)).unwrap();
-        assert_eq!(
-            credentials,
-            Credentials::new("AK", "SK").with_session_token("T")
-        );
+        assert_eq!(credentials, Credentials::new("AK", "SK").with_session_token("T"));
     }
 
     #[test]
@@ -159,22 +135,11 @@ mod tests {
         )
         .unwrap();
         let path = file.to_string_lossy().to_string();
-        let vars = [
-            ("AWS_SHARED_CREDENTIALS_FILE", path.as_str()),
-            ("AWS_PROFILE", "work"),
-        ];
-        assert_eq!(
-            CredentialSource::Default.resolve_with(&env(&vars)).unwrap(),
-            Credentials::new("W", "WS")
-        );
+        let vars = [("AWS_SHARED_CREDENTIALS_FILE", path.as_str()), ("AWS_PROFILE", "work")];
+        assert_eq!(CredentialSource::Default.resolve_with(&env(&vars)).unwrap(), Credentials::new("W", "WS"));
         let vars = [("AWS_SHARED_CREDENTIALS_FILE", path.as_str())];
-        assert_eq!(
-            CredentialSource::Default.resolve_with(&env(&vars)).unwrap(),
-            Credentials::new("D", "DS")
-        );
-        let missing = CredentialSource::Profile("nope".into())
-            .resolve_with(&env(&vars))
-            .unwrap_err();
+        assert_eq!(CredentialSource::Default.resolve_with(&env(&vars)).unwrap(), Credentials::new("D", "DS"));
+        let missing = CredentialSource::Profile("nope".into()).resolve_with(&env(&vars)).unwrap_err();
         assert!(missing.to_string().contains("[nope]"), "{missing}");
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -182,9 +147,7 @@ mod tests {
     #[test]
     fn no_credentials_is_a_clear_error() {
         let vars = [("HOME", "/nonexistent-home")];
-        let err = CredentialSource::Default
-            .resolve_with(&env(&vars))
-            .unwrap_err();
+        let err = CredentialSource::Default.resolve_with(&env(&vars)).unwrap_err();
         assert!(err.to_string().contains("AWS_ACCESS_KEY_ID"), "{err}");
     }
 }

@@ -67,14 +67,8 @@ const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
 
 /// Headers signed whenever they are present, besides `host` and `x-amz-*`.
 /// `date` is here because AWS's own PUT example signs it.
-const SIGNED_STANDARD_HEADERS: [&str; 6] = [
-    "content-md5",
-    "content-type",
-    "date",
-    "if-match",
-    "if-none-match",
-    "range",
-];
+const SIGNED_STANDARD_HEADERS: [&str; 6] =
+    ["content-md5", "content-type", "date", "if-match", "if-none-match", "range"];
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -99,11 +93,7 @@ pub struct Credentials {
 impl Credentials {
     /// Long-term credentials, without a session token.
     pub fn new(access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Self {
-        Self {
-            access_key_id: access_key_id.into(),
-            secret_access_key: secret_access_key.into(),
-            session_token: None,
-        }
+        Self { access_key_id: access_key_id.into(), secret_access_key: secret_access_key.into(), session_token: None }
     }
 
     /// The same credentials with a session token.
@@ -119,10 +109,7 @@ impl fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("session_token", &self.session_token.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }
@@ -192,11 +179,7 @@ impl Signer {
     pub fn new(credentials: Credentials, region: impl Into<String>) -> Result<Self, SignError> {
         let region = region.into();
         validate_scope_parts(&credentials.access_key_id, &region)?;
-        Ok(Self {
-            credentials,
-            region,
-            key_cache: Mutex::new(None),
-        })
+        Ok(Self { credentials, region, key_cache: Mutex::new(None) })
     }
 
     /// The credentials this signer signs with.
@@ -210,11 +193,7 @@ impl Signer {
     }
 
     /// Signs `request` as of `now`; see [`sign`] for what it adds.
-    pub fn sign<B: AsRef<[u8]>>(
-        &self,
-        request: &mut Request<B>,
-        now: SystemTime,
-    ) -> Result<(), SignError> {
+    pub fn sign<B: AsRef<[u8]>>(&self, request: &mut Request<B>, now: SystemTime) -> Result<(), SignError> {
         let time = AmzTime::from_system_time(now)?;
         let key = self.signing_key(&time.date);
         sign_with_key(request, &self.credentials, &self.region, &time, &key)
@@ -223,10 +202,7 @@ impl Signer {
     fn signing_key(&self, date: &[u8; 8]) -> [u8; 32] {
         // A poisoned lock only means another thread panicked while holding
         // it; the cached value is still a whole key or nothing, so use it.
-        let mut cache = self
-            .key_cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self.key_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(cached) = *cache
             && cached.date == *date
         {
@@ -308,13 +284,9 @@ fn sign_with_key<B: AsRef<[u8]>>(
         Some(host_from_uri(request.uri()).ok_or(SignError::MissingHost)?)
     };
     let token = match &credentials.session_token {
-        Some(token) => {
-            Some(
-                HeaderValue::from_str(token).map_err(|_| SignError::InvalidHeaderValue {
-                    header: X_AMZ_SECURITY_TOKEN,
-                })?,
-            )
-        }
+        Some(token) => Some(
+            HeaderValue::from_str(token).map_err(|_| SignError::InvalidHeaderValue { header: X_AMZ_SECURITY_TOKEN })?,
+        ),
         None => None,
     };
     let payload_hash = hex(&Sha256::digest(request.body().as_ref()));
@@ -339,17 +311,9 @@ fn sign_with_key<B: AsRef<[u8]>>(
     headers.remove(AUTHORIZATION);
 
     let signed = signed_header_names(request.headers());
-    let canonical = canonical_request(
-        request.method().as_str(),
-        request.uri(),
-        request.headers(),
-        &signed,
-        &payload_hash,
-    );
-    let scope = Scope {
-        date: &time.date,
-        region,
-    };
+    let canonical =
+        canonical_request(request.method().as_str(), request.uri(), request.headers(), &signed, &payload_hash);
+    let scope = Scope { date: &time.date, region };
     let string_to_sign = string_to_sign(&time.date_time, &scope, &canonical);
     let signature = hex(&hmac(key, string_to_sign.as_bytes()));
 
@@ -373,9 +337,7 @@ fn signed_header_names(headers: &HeaderMap) -> Vec<&str> {
     let mut names: Vec<&str> = headers
         .keys()
         .map(HeaderName::as_str)
-        .filter(|name| {
-            *name == "host" || name.starts_with("x-amz-") || SIGNED_STANDARD_HEADERS.contains(name)
-        })
+        .filter(|name| *name == "host" || name.starts_with("x-amz-") || SIGNED_STANDARD_HEADERS.contains(name))
         .collect();
     // `HeaderMap` names are already lower-case; sorting makes the list
     // canonical, and `keys()` yields each name once.
@@ -409,16 +371,11 @@ fn validate_scope_parts(access_key_id: &str, region: &str) -> Result<(), SignErr
     // The credential field is split on '/' and the header on ',' and
     // spaces, so none of them may appear inside a part.
     let key_ok = !access_key_id.is_empty()
-        && access_key_id
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b',' && b != b'=');
+        && access_key_id.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b',' && b != b'=');
     if !key_ok {
         return Err(SignError::InvalidAccessKeyId);
     }
-    let region_ok = !region.is_empty()
-        && region
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let region_ok = !region.is_empty() && region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !region_ok {
         return Err(SignError::InvalidRegion(region.to_owned()));
     }
@@ -448,13 +405,7 @@ impl fmt::Display for Scope<'_> {
 ///
 /// It is bytes rather than a `String` because header values may hold
 /// non-UTF-8 bytes (`obs-text`), which are signed as they are.
-fn canonical_request(
-    method: &str,
-    uri: &Uri,
-    headers: &HeaderMap,
-    signed: &[&str],
-    payload_hash: &str,
-) -> Vec<u8> {
+fn canonical_request(method: &str, uri: &Uri, headers: &HeaderMap, signed: &[&str], payload_hash: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(method.as_bytes());
     out.push(b'\n');
@@ -596,11 +547,7 @@ fn push_encoded(byte: u8, encode_slash: bool, out: &mut Vec<u8>) {
     if is_unreserved(byte) || (byte == b'/' && !encode_slash) {
         out.push(byte);
     } else {
-        out.extend_from_slice(&[
-            b'%',
-            HEX_UPPER[usize::from(byte >> 4)],
-            HEX_UPPER[usize::from(byte & 0x0f)],
-        ]);
+        out.extend_from_slice(&[b'%', HEX_UPPER[usize::from(byte >> 4)], HEX_UPPER[usize::from(byte & 0x0f)]]);
     }
 }
 
@@ -643,10 +590,7 @@ fn encode(value: &str, encode_slash: bool) -> String {
 }
 
 fn string_to_sign(date_time: &str, scope: &Scope<'_>, canonical_request: &[u8]) -> String {
-    format!(
-        "{ALGORITHM}\n{date_time}\n{scope}\n{}",
-        hex(&Sha256::digest(canonical_request))
-    )
+    format!("{ALGORITHM}\n{date_time}\n{scope}\n{}", hex(&Sha256::digest(canonical_request)))
 }
 
 fn derive_signing_key(secret: &str, date: &[u8; 8], region: &str) -> [u8; 32] {
@@ -694,10 +638,7 @@ struct AmzTime {
 impl AmzTime {
     fn from_system_time(time: SystemTime) -> Result<Self, SignError> {
         // Sub-second precision is dropped: x-amz-date has none.
-        let secs = time
-            .duration_since(UNIX_EPOCH)
-            .map_err(|_| SignError::TimeOutOfRange)?
-            .as_secs();
+        let secs = time.duration_since(UNIX_EPOCH).map_err(|_| SignError::TimeOutOfRange)?.as_secs();
         let days = i64::try_from(secs / 86_400).map_err(|_| SignError::TimeOutOfRange)?;
         let (year, month, day) = civil_from_days(days);
         if year > 9999 {
@@ -719,9 +660,7 @@ fn parse_amz_date(value: &[u8]) -> Option<SystemTime> {
         return None;
     }
     let number = |range: std::ops::Range<usize>| -> Option<u32> {
-        value[range].iter().try_fold(0u32, |acc, &b| {
-            b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0'))
-        })
+        value[range].iter().try_fold(0u32, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0')))
     };
     let (year, month, day) = (number(0..4)?, number(4..6)?, number(6..8)?);
     let (hour, minute, second) = (number(9..11)?, number(11..13)?, number(13..15)?);
@@ -742,9 +681,7 @@ fn parse_amz_date(value: &[u8]) -> Option<SystemTime> {
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
-        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
-            29
-        }
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
@@ -769,18 +706,13 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let days = days + 719_468;
     let era = days.div_euclid(146_097);
     let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_from_march = (5 * day_of_year + 2) / 153;
     // Both values are small and non-negative by construction.
     let day = u32::try_from(day_of_year - (153 * month_from_march + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    })
-    .unwrap_or(1);
+    let month =
+        u32::try_from(if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 }).unwrap_or(1);
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -853,9 +785,8 @@ impl Authorization {
         let (mut credential, mut signed_headers, mut signature) = (None, None, None);
         for part in rest.split(',') {
             let part = part.trim_matches(' ');
-            let (name, field_value) = part
-                .split_once('=')
-                .ok_or_else(|| AuthorizationError::MalformedPart(part.to_owned()))?;
+            let (name, field_value) =
+                part.split_once('=').ok_or_else(|| AuthorizationError::MalformedPart(part.to_owned()))?;
             let (slot, label) = match name {
                 "Credential" => (&mut credential, "Credential"),
                 "SignedHeaders" => (&mut signed_headers, "SignedHeaders"),
@@ -867,26 +798,12 @@ impl Authorization {
             }
         }
         let credential = credential.ok_or(AuthorizationError::MissingPart("Credential"))?;
-        let signed_headers =
-            signed_headers.ok_or(AuthorizationError::MissingPart("SignedHeaders"))?;
+        let signed_headers = signed_headers.ok_or(AuthorizationError::MissingPart("SignedHeaders"))?;
         let signature = signature.ok_or(AuthorizationError::MissingPart("Signature"))?;
 
         let mut fields = credential.split('/');
-        let (
-            Some(access_key_id),
-            Some(date),
-            Some(region),
-            Some(service),
-            Some("aws4_request"),
-            None,
-        ) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        )
+        let (Some(access_key_id), Some(date), Some(region), Some(service), Some("aws4_request"), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
         else {
             return Err(AuthorizationError::MalformedCredential);
         };
@@ -901,12 +818,9 @@ impl Authorization {
         }
 
         let signed_headers: Vec<String> = signed_headers.split(';').map(str::to_owned).collect();
-        let names_ok = signed_headers.iter().all(|name| {
-            !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase())
-        });
+        let names_ok = signed_headers
+            .iter()
+            .all(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()));
         let sorted = signed_headers.windows(2).all(|w| w[0] < w[1]);
         if !names_ok || !sorted {
             return Err(AuthorizationError::MalformedSignedHeaders);
@@ -926,10 +840,7 @@ impl Authorization {
 
     /// Parses the `Authorization` header of `request`.
     pub fn from_request<B>(request: &Request<B>) -> Result<Self, VerifyError> {
-        let value = request
-            .headers()
-            .get(AUTHORIZATION)
-            .ok_or(VerifyError::MissingAuthorization)?;
+        let value = request.headers().get(AUTHORIZATION).ok_or(VerifyError::MissingAuthorization)?;
         Ok(Self::parse(value.as_bytes())?)
     }
 
@@ -1037,12 +948,8 @@ impl VerifyError {
     pub fn s3_code(&self) -> &'static str {
         match self {
             Self::MissingAuthorization => "AccessDenied",
-            Self::Authorization(_) | Self::WrongService(_) | Self::ScopeDateMismatch => {
-                "AuthorizationHeaderMalformed"
-            }
-            Self::InvalidDate | Self::HeaderNotSigned(_) | Self::SignedHeaderMissing(_) => {
-                "AccessDenied"
-            }
+            Self::Authorization(_) | Self::WrongService(_) | Self::ScopeDateMismatch => "AuthorizationHeaderMalformed",
+            Self::InvalidDate | Self::HeaderNotSigned(_) | Self::SignedHeaderMissing(_) => "AccessDenied",
             Self::RequestTimeTooSkewed { .. } => "RequestTimeTooSkewed",
             Self::MissingContentSha256 | Self::UnsupportedContentSha256 => "InvalidArgument",
             Self::ContentSha256Mismatch => "XAmzContentSHA256Mismatch",
@@ -1104,10 +1011,7 @@ pub fn verify<B: AsRef<[u8]>>(
     }
     let headers = request.headers();
 
-    let date_time = headers
-        .get(X_AMZ_DATE)
-        .ok_or(VerifyError::InvalidDate)?
-        .as_bytes();
+    let date_time = headers.get(X_AMZ_DATE).ok_or(VerifyError::InvalidDate)?.as_bytes();
     let request_time = parse_amz_date(date_time).ok_or(VerifyError::InvalidDate)?;
     if date_time[..8] != authorization.date {
         return Err(VerifyError::ScopeDateMismatch);
@@ -1117,10 +1021,7 @@ pub fn verify<B: AsRef<[u8]>>(
         Err(ahead) => ahead.duration(),
     };
     if skew > max_skew {
-        return Err(VerifyError::RequestTimeTooSkewed {
-            request_time,
-            server_time: now,
-        });
+        return Err(VerifyError::RequestTimeTooSkewed { request_time, server_time: now });
     }
 
     // Every header that carries meaning for S3's authentication must be
@@ -1131,18 +1032,12 @@ pub fn verify<B: AsRef<[u8]>>(
             return Err(VerifyError::HeaderNotSigned(required.to_owned()));
         }
     }
-    if let Some(name) = headers
-        .keys()
-        .map(HeaderName::as_str)
-        .find(|name| name.starts_with("x-amz-") && !is_signed(name))
+    if let Some(name) =
+        headers.keys().map(HeaderName::as_str).find(|name| name.starts_with("x-amz-") && !is_signed(name))
     {
         return Err(VerifyError::HeaderNotSigned(name.to_owned()));
     }
-    if let Some(missing) = authorization
-        .signed_headers
-        .iter()
-        .find(|name| !headers.contains_key(name.as_str()))
-    {
+    if let Some(missing) = authorization.signed_headers.iter().find(|name| !headers.contains_key(name.as_str())) {
         return Err(VerifyError::SignedHeaderMissing(missing.clone()));
     }
 
@@ -1160,30 +1055,13 @@ pub fn verify<B: AsRef<[u8]>>(
         }
     }
 
-    let signed: Vec<&str> = authorization
-        .signed_headers
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let canonical = canonical_request(
-        request.method().as_str(),
-        request.uri(),
-        headers,
-        &signed,
-        payload_hash,
-    );
-    let scope = Scope {
-        date: &authorization.date,
-        region: &authorization.region,
-    };
+    let signed: Vec<&str> = authorization.signed_headers.iter().map(String::as_str).collect();
+    let canonical = canonical_request(request.method().as_str(), request.uri(), headers, &signed, payload_hash);
+    let scope = Scope { date: &authorization.date, region: &authorization.region };
     // `date_time` was checked to be 16 ASCII characters above.
     let date_time = std::str::from_utf8(date_time).unwrap_or("");
     let string_to_sign = string_to_sign(date_time, &scope, &canonical);
-    let key = derive_signing_key(
-        secret_access_key,
-        &authorization.date,
-        &authorization.region,
-    );
+    let key = derive_signing_key(secret_access_key, &authorization.date, &authorization.region);
     let expected = hmac(&key, string_to_sign.as_bytes());
     if !constant_time_eq(&expected, &authorization.signature) {
         return Err(VerifyError::SignatureDoesNotMatch {
@@ -1211,10 +1089,7 @@ mod tests {
     }
 
     fn example_credentials() -> Credentials {
-        Credentials::new(
-            "AKIAIOSFODNN7EXAMPLE",
-            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        )
+        Credentials::new("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
     }
 
     fn canonical_of(request: &Request<Vec<u8>>) -> String {
@@ -1238,23 +1113,14 @@ mod tests {
             .header("range", "bytes=0-9")
             .body(Vec::new())
             .unwrap();
-        sign(
-            &mut request,
-            &example_credentials(),
-            "us-east-1",
-            example_time(),
-        )
-        .unwrap();
+        sign(&mut request, &example_credentials(), "us-east-1", example_time()).unwrap();
         let expected = format!(
             "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n\
              x-amz-content-sha256:{EMPTY_SHA256}\nx-amz-date:20130524T000000Z\n\n\
              host;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA256}"
         );
         assert_eq!(canonical_of(&request), expected);
-        let scope = Scope {
-            date: b"20130524",
-            region: "us-east-1",
-        };
+        let scope = Scope { date: b"20130524", region: "us-east-1" };
         assert_eq!(
             string_to_sign("20130524T000000Z", &scope, expected.as_bytes()),
             "AWS4-HMAC-SHA256\n20130524T000000Z\n20130524/us-east-1/s3/aws4_request\n\
@@ -1266,12 +1132,9 @@ mod tests {
     fn debug_never_prints_the_secret_or_the_token() {
         let credentials = Credentials::new("AKID", "super-secret-key").with_session_token("tok3n");
         let signer = Signer::new(credentials.clone(), "us-east-1").unwrap();
-        for printed in [
-            format!("{credentials:?}"),
-            format!("{credentials:#?}"),
-            format!("{signer:?}"),
-            format!("{signer:#?}"),
-        ] {
+        for printed in
+            [format!("{credentials:?}"), format!("{credentials:#?}"), format!("{signer:?}"), format!("{signer:#?}")]
+        {
             assert!(printed.contains("AKID"), "{printed}");
             assert!(!printed.contains("super-secret-key"), "{printed}");
             assert!(!printed.contains("tok3n"), "{printed}");
@@ -1283,11 +1146,7 @@ mod tests {
         let signer = Signer::new(example_credentials(), "us-east-1").unwrap();
         for day in 0..3 {
             let now = example_time() + Duration::from_secs(day * 86_400 + 7);
-            let build = || {
-                Request::put("http://127.0.0.1:9000/b/k")
-                    .body(b"x".to_vec())
-                    .unwrap()
-            };
+            let build = || Request::put("http://127.0.0.1:9000/b/k").body(b"x".to_vec()).unwrap();
             let (mut a, mut b) = (build(), build());
             signer.sign(&mut a, now).unwrap();
             sign(&mut b, &example_credentials(), "us-east-1", now).unwrap();
@@ -1355,18 +1214,10 @@ mod tests {
         assert_eq!(host("http://127.0.0.1:8333/b"), "127.0.0.1:8333");
         let mut request = Request::get("/only-a-path").body(Vec::new()).unwrap();
         assert_eq!(
-            sign(
-                &mut request,
-                &example_credentials(),
-                "us-east-1",
-                example_time()
-            ),
+            sign(&mut request, &example_credentials(), "us-east-1", example_time()),
             Err(SignError::MissingHost)
         );
-        assert!(
-            request.headers().is_empty(),
-            "a failed sign leaves the request alone"
-        );
+        assert!(request.headers().is_empty(), "a failed sign leaves the request alone");
     }
 
     #[test]
@@ -1383,14 +1234,10 @@ mod tests {
             assert_eq!(parse_amz_date(amz.date_time.as_bytes()), Some(time));
         }
         assert_eq!(
-            AmzTime::from_system_time(UNIX_EPOCH + Duration::from_secs(951_782_400))
-                .unwrap()
-                .date_time,
+            AmzTime::from_system_time(UNIX_EPOCH + Duration::from_secs(951_782_400)).unwrap().date_time,
             "20000229T000000Z"
         );
-        assert!(
-            AmzTime::from_system_time(UNIX_EPOCH + Duration::from_secs(253_402_300_800)).is_err()
-        );
+        assert!(AmzTime::from_system_time(UNIX_EPOCH + Duration::from_secs(253_402_300_800)).is_err());
         for bad in [
             "20130229T000000Z",
             "21000229T000000Z",
@@ -1408,21 +1255,13 @@ mod tests {
     #[test]
     fn invalid_scope_parts_are_refused() {
         let bad_key = Credentials::new("AK/ID", "s");
-        assert_eq!(
-            Signer::new(bad_key, "us-east-1").unwrap_err(),
-            SignError::InvalidAccessKeyId
-        );
-        assert!(matches!(
-            Signer::new(Credentials::new("AK", "s"), "us east"),
-            Err(SignError::InvalidRegion(_))
-        ));
+        assert_eq!(Signer::new(bad_key, "us-east-1").unwrap_err(), SignError::InvalidAccessKeyId);
+        assert!(matches!(Signer::new(Credentials::new("AK", "s"), "us east"), Err(SignError::InvalidRegion(_))));
         let mut request = Request::get("http://h/").body(Vec::new()).unwrap();
         let bad_token = Credentials::new("AK", "s").with_session_token("line\nbreak");
         assert_eq!(
             sign(&mut request, &bad_token, "us-east-1", example_time()),
-            Err(SignError::InvalidHeaderValue {
-                header: "x-amz-security-token"
-            })
+            Err(SignError::InvalidHeaderValue { header: "x-amz-security-token" })
         );
     }
 
@@ -1438,28 +1277,13 @@ mod tests {
 
         let sig = "Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024";
         let cases: &[(&str, AuthorizationError)] = &[
-            (
-                "AWS4-HMAC-SHA512 Credential=a",
-                AuthorizationError::UnsupportedAlgorithm,
-            ),
+            ("AWS4-HMAC-SHA512 Credential=a", AuthorizationError::UnsupportedAlgorithm),
             ("AWS4-HMAC-SHA256", AuthorizationError::UnsupportedAlgorithm),
             ("", AuthorizationError::UnsupportedAlgorithm),
-            (
-                "AWS4-HMAC-SHA256 Credential",
-                AuthorizationError::MalformedPart("Credential".into()),
-            ),
-            (
-                "AWS4-HMAC-SHA256 Foo=bar",
-                AuthorizationError::UnknownPart("Foo".into()),
-            ),
-            (
-                "AWS4-HMAC-SHA256 Signature=a, Signature=b",
-                AuthorizationError::DuplicatePart("Signature"),
-            ),
-            (
-                "AWS4-HMAC-SHA256 SignedHeaders=host, Signature=ab",
-                AuthorizationError::MissingPart("Credential"),
-            ),
+            ("AWS4-HMAC-SHA256 Credential", AuthorizationError::MalformedPart("Credential".into())),
+            ("AWS4-HMAC-SHA256 Foo=bar", AuthorizationError::UnknownPart("Foo".into())),
+            ("AWS4-HMAC-SHA256 Signature=a, Signature=b", AuthorizationError::DuplicatePart("Signature")),
+            ("AWS4-HMAC-SHA256 SignedHeaders=host, Signature=ab", AuthorizationError::MissingPart("Credential")),
             (
                 "AWS4-HMAC-SHA256 Credential=AK/20130524/us-east-1/s3/aws4_request, Signature=ab",
                 AuthorizationError::MissingPart("SignedHeaders"),
@@ -1498,11 +1322,7 @@ mod tests {
             ),
         ];
         for (header, expected) in cases {
-            assert_eq!(
-                Authorization::parse(header.as_bytes()).as_ref(),
-                Err(expected),
-                "{header}"
-            );
+            assert_eq!(Authorization::parse(header.as_bytes()).as_ref(), Err(expected), "{header}");
         }
         assert_eq!(
             Authorization::parse("AWS4-HMAC-SHA256 Credential=\u{e9}".as_bytes()),
@@ -1534,33 +1354,16 @@ mod tests {
     fn verify_accepts_what_sign_produced() {
         let now = example_time();
         let request = signed_put(now);
-        let auth = verify(
-            &request,
-            "SK",
-            now + Duration::from_secs(60),
-            MAX_CLOCK_SKEW,
-        )
-        .unwrap();
+        let auth = verify(&request, "SK", now + Duration::from_secs(60), MAX_CLOCK_SKEW).unwrap();
         assert_eq!(auth.access_key_id(), "AK");
         assert_eq!(
             auth.signed_headers(),
-            [
-                "content-type",
-                "host",
-                "if-match",
-                "x-amz-content-sha256",
-                "x-amz-date",
-                "x-amz-security-token"
-            ]
+            ["content-type", "host", "if-match", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"]
         );
         // Headers outside the signed set can change freely.
         let mut changed = request;
-        changed
-            .headers_mut()
-            .insert("user-agent", HeaderValue::from_static("other"));
-        changed
-            .headers_mut()
-            .insert("content-length", HeaderValue::from_static("16"));
+        changed.headers_mut().insert("user-agent", HeaderValue::from_static("other"));
+        changed.headers_mut().insert("content-length", HeaderValue::from_static("16"));
         verify(&changed, "SK", now, MAX_CLOCK_SKEW).unwrap();
     }
 
@@ -1568,30 +1371,19 @@ mod tests {
     fn verify_rejects_tampering_with_typed_errors() {
         let now = example_time();
         let code = |request: &Request<Vec<u8>>, secret: &str, at: SystemTime| {
-            verify(request, secret, at, MAX_CLOCK_SKEW)
-                .unwrap_err()
-                .s3_code()
+            verify(request, secret, at, MAX_CLOCK_SKEW).unwrap_err().s3_code()
         };
         let request = signed_put(now);
         assert_eq!(code(&request, "WRONG", now), "SignatureDoesNotMatch");
-        assert_eq!(
-            code(&request, "SK", now + Duration::from_secs(16 * 60)),
-            "RequestTimeTooSkewed"
-        );
-        assert_eq!(
-            code(&request, "SK", now - Duration::from_secs(16 * 60)),
-            "RequestTimeTooSkewed"
-        );
+        assert_eq!(code(&request, "SK", now + Duration::from_secs(16 * 60)), "RequestTimeTooSkewed");
+        assert_eq!(code(&request, "SK", now - Duration::from_secs(16 * 60)), "RequestTimeTooSkewed");
 
         let mut r = signed_put(now);
-        r.headers_mut()
-            .insert("if-match", HeaderValue::from_static("\"4567\""));
+        r.headers_mut().insert("if-match", HeaderValue::from_static("\"4567\""));
         assert_eq!(code(&r, "SK", now), "SignatureDoesNotMatch");
 
         let mut r = signed_put(now);
-        *r.uri_mut() = "http://127.0.0.1:8333/bucket/a%20b/c+e?x-id=PutObject"
-            .parse()
-            .unwrap();
+        *r.uri_mut() = "http://127.0.0.1:8333/bucket/a%20b/c+e?x-id=PutObject".parse().unwrap();
         assert_eq!(code(&r, "SK", now), "SignatureDoesNotMatch");
 
         let mut r = signed_put(now);
@@ -1599,64 +1391,33 @@ mod tests {
         assert_eq!(code(&r, "SK", now), "XAmzContentSHA256Mismatch");
 
         let mut r = signed_put(now);
-        r.headers_mut()
-            .insert("x-amz-meta-extra", HeaderValue::from_static("1"));
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::HeaderNotSigned("x-amz-meta-extra".into()))
-        );
+        r.headers_mut().insert("x-amz-meta-extra", HeaderValue::from_static("1"));
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::HeaderNotSigned("x-amz-meta-extra".into())));
 
         let mut r = signed_put(now);
         r.headers_mut().remove("if-match");
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::SignedHeaderMissing("if-match".into()))
-        );
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::SignedHeaderMissing("if-match".into())));
 
         let mut r = signed_put(now);
         r.headers_mut().remove("authorization");
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::MissingAuthorization)
-        );
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::MissingAuthorization));
 
         let mut r = signed_put(now);
-        r.headers_mut()
-            .insert("x-amz-date", HeaderValue::from_static("20130525T000000Z"));
-        assert_eq!(
-            verify(&r, "SK", now, Duration::from_secs(86_400)),
-            Err(VerifyError::ScopeDateMismatch)
-        );
+        r.headers_mut().insert("x-amz-date", HeaderValue::from_static("20130525T000000Z"));
+        assert_eq!(verify(&r, "SK", now, Duration::from_secs(86_400)), Err(VerifyError::ScopeDateMismatch));
 
         let mut r = signed_put(now);
-        r.headers_mut()
-            .insert("x-amz-date", HeaderValue::from_static("yesterday"));
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::InvalidDate)
-        );
+        r.headers_mut().insert("x-amz-date", HeaderValue::from_static("yesterday"));
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::InvalidDate));
 
         let mut r = signed_put(now);
-        r.headers_mut().insert(
-            "x-amz-content-sha256",
-            HeaderValue::from_static("STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
-        );
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::UnsupportedContentSha256)
-        );
+        r.headers_mut().insert("x-amz-content-sha256", HeaderValue::from_static("STREAMING-AWS4-HMAC-SHA256-PAYLOAD"));
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::UnsupportedContentSha256));
 
         let mut r = signed_put(now);
-        let auth = r.headers()["authorization"]
-            .to_str()
-            .unwrap()
-            .replace("/s3/", "/sts/");
-        r.headers_mut()
-            .insert("authorization", HeaderValue::from_str(&auth).unwrap());
-        assert_eq!(
-            verify(&r, "SK", now, MAX_CLOCK_SKEW),
-            Err(VerifyError::WrongService("sts".into()))
-        );
+        let auth = r.headers()["authorization"].to_str().unwrap().replace("/s3/", "/sts/");
+        r.headers_mut().insert("authorization", HeaderValue::from_str(&auth).unwrap());
+        assert_eq!(verify(&r, "SK", now, MAX_CLOCK_SKEW), Err(VerifyError::WrongService("sts".into())));
     }
 
     #[test]
@@ -1671,30 +1432,13 @@ mod tests {
             .body(b"body".to_vec())
             .unwrap();
         let signed = signed_header_names(request.headers());
-        let canonical = canonical_request(
-            "PUT",
-            request.uri(),
-            request.headers(),
-            &signed,
-            UNSIGNED_PAYLOAD,
-        );
-        let scope = Scope {
-            date: b"20130524",
-            region: "r",
-        };
+        let canonical = canonical_request("PUT", request.uri(), request.headers(), &signed, UNSIGNED_PAYLOAD);
+        let scope = Scope { date: b"20130524", region: "r" };
         let key = derive_signing_key("SK", b"20130524", "r");
-        let signature = hex(&hmac(
-            &key,
-            string_to_sign("20130524T000000Z", &scope, &canonical).as_bytes(),
-        ));
-        let authorization = format!(
-            "{ALGORITHM} Credential=AK/{scope}, SignedHeaders={}, Signature={signature}",
-            signed.join(";")
-        );
-        request.headers_mut().insert(
-            AUTHORIZATION,
-            HeaderValue::from_str(&authorization).unwrap(),
-        );
+        let signature = hex(&hmac(&key, string_to_sign("20130524T000000Z", &scope, &canonical).as_bytes()));
+        let authorization =
+            format!("{ALGORITHM} Credential=AK/{scope}, SignedHeaders={}, Signature={signature}", signed.join(";"));
+        request.headers_mut().insert(AUTHORIZATION, HeaderValue::from_str(&authorization).unwrap());
         verify(&request, "SK", now, MAX_CLOCK_SKEW).unwrap();
     }
 }

@@ -13,8 +13,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 
 /// The future a transport returns.
-pub type ResponseFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>>;
+pub type ResponseFuture<'a> = Pin<Box<dyn Future<Output = Result<http::Response<Bytes>, TransportError>> + Send + 'a>>;
 
 /// Sends one HTTP request and collects the whole response.
 pub trait HttpTransport: Send + Sync + fmt::Debug + 'static {
@@ -49,10 +48,7 @@ pub struct TransportError {
 impl TransportError {
     /// An error of `kind`.
     pub fn new(kind: TransportErrorKind, message: impl Into<String>) -> TransportError {
-        TransportError {
-            kind,
-            message: message.into(),
-        }
+        TransportError { kind, message: message.into() }
     }
 }
 
@@ -73,10 +69,7 @@ impl fmt::Debug for TransportOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A proxy URL can carry a password; print only whether one is set.
         f.debug_struct("TransportOptions")
-            .field(
-                "ca_certificates_pem",
-                &self.ca_certificates_pem.as_ref().map(Vec::len),
-            )
+            .field("ca_certificates_pem", &self.ca_certificates_pem.as_ref().map(Vec::len))
             .field("proxy", &self.proxy.as_ref().map(|_| "<set>"))
             .finish()
     }
@@ -96,9 +89,7 @@ impl ReqwestTransport {
         // is harmless, so the error from a second install is ignored.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let config = |message: String| TransportError::new(TransportErrorKind::Config, message);
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy();
+        let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy();
         if let Some(pem) = &options.ca_certificates_pem {
             for certificate in reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|err| config(format!("the CA certificate file is not valid PEM: {err}")))?
@@ -107,13 +98,10 @@ impl ReqwestTransport {
             }
         }
         if let Some(proxy) = &options.proxy {
-            let proxy = reqwest::Proxy::all(proxy)
-                .map_err(|err| config(format!("invalid proxy URL: {err}")))?;
+            let proxy = reqwest::Proxy::all(proxy).map_err(|err| config(format!("invalid proxy URL: {err}")))?;
             builder = builder.proxy(proxy);
         }
-        let client = builder
-            .build()
-            .map_err(|err| config(format!("could not build the HTTP client: {err}")))?;
+        let client = builder.build().map_err(|err| config(format!("could not build the HTTP client: {err}")))?;
         Ok(ReqwestTransport { client })
     }
 }
@@ -124,24 +112,16 @@ impl HttpTransport for ReqwestTransport {
             let request = reqwest::Request::try_from(request)
                 .map_err(|err| TransportError::new(TransportErrorKind::Config, err.to_string()))?;
             let mut response = self.client.execute(request).await.map_err(|err| {
-                let kind = if err.is_connect() {
-                    TransportErrorKind::Connect
-                } else {
-                    TransportErrorKind::Io
-                };
+                let kind = if err.is_connect() { TransportErrorKind::Connect } else { TransportErrorKind::Io };
                 TransportError::new(kind, error_chain(&err))
             })?;
-            let mut builder = http::Response::builder()
-                .status(response.status())
-                .version(response.version());
+            let mut builder = http::Response::builder().status(response.status()).version(response.version());
             if let Some(headers) = builder.headers_mut() {
                 *headers = std::mem::take(response.headers_mut());
             }
             let mut body = Vec::new();
-            while let Some(chunk) = response
-                .chunk()
-                .await
-                .map_err(|err| TransportError::new(TransportErrorKind::Io, error_chain(&err)))?
+            while let Some(chunk) =
+                response.chunk().await.map_err(|err| TransportError::new(TransportErrorKind::Io, error_chain(&err)))?
             {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(TransportError::new(
@@ -151,9 +131,7 @@ impl HttpTransport for ReqwestTransport {
                 }
                 body.extend_from_slice(&chunk);
             }
-            builder
-                .body(Bytes::from(body))
-                .map_err(|err| TransportError::new(TransportErrorKind::Io, err.to_string()))
+            builder.body(Bytes::from(body)).map_err(|err| TransportError::new(TransportErrorKind::Io, err.to_string()))
         })
     }
 }

@@ -40,19 +40,11 @@ pub fn element(text: &str, name: &str) -> Option<String> {
 
 /// Escapes text for an XML element.
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
 }
 
 fn unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
 }
 
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form S3
@@ -87,23 +79,14 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
 
 /// Formats an IMF-fixdate, as S3 servers do.
 pub fn format_http_date(time: SystemTime) -> String {
-    let secs = time
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let secs = time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let days = secs / 86_400;
     let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
     let stamp = crate::rfc3339::format(UNIX_EPOCH + Duration::from_secs(secs));
     // stamp: YYYY-MM-DDTHH:MM:SS.mmmZ
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][stamp[5..7].parse::<usize>().unwrap_or(1).clamp(1, 12) - 1];
-    format!(
-        "{weekday}, {} {month} {} {} GMT",
-        &stamp[8..10],
-        &stamp[0..4],
-        &stamp[11..19]
-    )
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        [stamp[5..7].parse::<usize>().unwrap_or(1).clamp(1, 12) - 1];
+    format!("{weekday}, {} {month} {} {} GMT", &stamp[8..10], &stamp[0..4], &stamp[11..19])
 }
 
 #[cfg(test)]

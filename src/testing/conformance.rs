@@ -51,10 +51,7 @@ impl std::error::Error for Failure {}
 pub const RACERS: usize = 8;
 
 fn fail(check: &'static str, detail: impl Into<String>) -> Failure {
-    Failure {
-        check,
-        detail: detail.into(),
-    }
+    Failure { check, detail: detail.into() }
 }
 
 /// A record distinguishable by `tag`.
@@ -105,11 +102,7 @@ async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + Send + '_>>>)
                 }
             }
         }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
+        if pending { Poll::Pending } else { Poll::Ready(()) }
     })
     .await;
     results.into_iter().flatten().collect()
@@ -118,17 +111,8 @@ async fn join_all<T>(futures: Vec<Pin<Box<dyn Future<Output = T> + Send + '_>>>)
 async fn expect_empty<B: Backend>(backend: &B, check: &'static str) -> Result<(), Failure> {
     match backend.read().await {
         Err(BackendError::NoLease) => Ok(()),
-        Ok(stored) => Err(fail(
-            check,
-            format!(
-                "the key must be empty at the start, found {:?}",
-                stored.record
-            ),
-        )),
-        Err(other) => Err(fail(
-            check,
-            format!("reading the empty key failed: {other}"),
-        )),
+        Ok(stored) => Err(fail(check, format!("the key must be empty at the start, found {:?}", stored.record))),
+        Err(other) => Err(fail(check, format!("reading the empty key failed: {other}"))),
     }
 }
 
@@ -139,28 +123,19 @@ async fn cleanup<B: Backend>(backend: &B, check: &'static str) -> Result<(), Fai
         Err(BackendError::NoLease) => return Ok(()),
         Err(other) => return Err(fail(check, format!("cleanup read failed: {other}"))),
     };
-    backend
-        .delete(&version)
-        .await
-        .map_err(|err| fail(check, format!("cleanup delete failed: {err}")))
+    backend.delete(&version).await.map_err(|err| fail(check, format!("cleanup delete failed: {err}")))
 }
 
 /// Counts winners among race results; anything but a win, `LeaseHeld` or
 /// `Conflict` is a failure.
-fn count_winners(
-    check: &'static str,
-    results: &[Result<Version, BackendError>],
-) -> Result<usize, Failure> {
+fn count_winners(check: &'static str, results: &[Result<Version, BackendError>]) -> Result<usize, Failure> {
     let mut winners = 0;
     for result in results {
         match result {
             Ok(_) => winners += 1,
             Err(BackendError::LeaseHeld | BackendError::Conflict(_)) => {}
             Err(other) => {
-                return Err(fail(
-                    check,
-                    format!("a racing write failed unexpectedly: {other}"),
-                ));
+                return Err(fail(check, format!("a racing write failed unexpectedly: {other}")));
             }
         }
     }
@@ -172,36 +147,20 @@ fn count_winners(
 pub async fn create_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), Failure> {
     const CHECK: &str = "create_race_has_one_winner";
     expect_empty(backend, CHECK).await?;
-    let records: Vec<LeaseRecord> = (0..RACERS)
-        .map(|i| sample_record(1, &format!("create-{i}")))
-        .collect();
-    let futures = records
-        .iter()
-        .map(|r| Box::pin(backend.write(None, r)) as Pin<Box<dyn Future<Output = _> + Send>>);
+    let records: Vec<LeaseRecord> = (0..RACERS).map(|i| sample_record(1, &format!("create-{i}"))).collect();
+    let futures = records.iter().map(|r| Box::pin(backend.write(None, r)) as Pin<Box<dyn Future<Output = _> + Send>>);
     let results = join_all(futures.collect()).await;
     let winners = count_winners(CHECK, &results)?;
     if winners != 1 {
-        return Err(fail(
-            CHECK,
-            format!("{winners} of {RACERS} racing creates succeeded; exactly one must"),
-        ));
+        return Err(fail(CHECK, format!("{winners} of {RACERS} racing creates succeeded; exactly one must")));
     }
-    let Some((index, version)) = results
-        .iter()
-        .enumerate()
-        .find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
+    let Some((index, version)) = results.iter().enumerate().find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
     else {
         return Err(fail(CHECK, "no winner found"));
     };
-    let stored = backend
-        .read()
-        .await
-        .map_err(|err| fail(CHECK, format!("read after the race failed: {err}")))?;
+    let stored = backend.read().await.map_err(|err| fail(CHECK, format!("read after the race failed: {err}")))?;
     if stored.record != records[index] || stored.version != version {
-        return Err(fail(
-            CHECK,
-            "the stored record or version is not the winner's",
-        ));
+        return Err(fail(CHECK, "the stored record or version is not the winner's"));
     }
     cleanup(backend, CHECK).await
 }
@@ -214,20 +173,15 @@ pub async fn update_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), F
         .write(None, &sample_record(1, "base"))
         .await
         .map_err(|err| fail(CHECK, format!("create failed: {err}")))?;
-    let records: Vec<LeaseRecord> = (0..RACERS)
-        .map(|i| sample_record(2, &format!("update-{i}")))
-        .collect();
-    let futures = records.iter().map(|r| {
-        Box::pin(backend.write(Some(&base), r)) as Pin<Box<dyn Future<Output = _> + Send>>
-    });
+    let records: Vec<LeaseRecord> = (0..RACERS).map(|i| sample_record(2, &format!("update-{i}"))).collect();
+    let futures =
+        records.iter().map(|r| Box::pin(backend.write(Some(&base), r)) as Pin<Box<dyn Future<Output = _> + Send>>);
     let results = join_all(futures.collect()).await;
     let winners = count_winners(CHECK, &results)?;
     if winners != 1 {
         return Err(fail(
             CHECK,
-            format!(
-                "{winners} of {RACERS} racing updates of one version succeeded; exactly one must"
-            ),
+            format!("{winners} of {RACERS} racing updates of one version succeeded; exactly one must"),
         ));
     }
     cleanup(backend, CHECK).await
@@ -238,48 +192,28 @@ pub async fn update_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), F
 pub async fn stale_version_is_rejected<B: Backend>(backend: &B) -> Result<(), Failure> {
     const CHECK: &str = "stale_version_is_rejected";
     expect_empty(backend, CHECK).await?;
-    let first = backend
-        .write(None, &sample_record(1, "first"))
-        .await
-        .map_err(|e| fail(CHECK, e.to_string()))?;
-    let second = backend
-        .write(Some(&first), &sample_record(2, "second"))
-        .await
-        .map_err(|e| fail(CHECK, e.to_string()))?;
-    match backend
-        .write(Some(&first), &sample_record(3, "stale"))
-        .await
-    {
+    let first = backend.write(None, &sample_record(1, "first")).await.map_err(|e| fail(CHECK, e.to_string()))?;
+    let second =
+        backend.write(Some(&first), &sample_record(2, "second")).await.map_err(|e| fail(CHECK, e.to_string()))?;
+    match backend.write(Some(&first), &sample_record(3, "stale")).await {
         Err(BackendError::LeaseHeld) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a write against a replaced version must be LeaseHeld, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a write against a replaced version must be LeaseHeld, got {other:?}")));
         }
     }
     match backend.write(None, &sample_record(3, "create-over")).await {
         Err(BackendError::LeaseHeld) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a create over an existing record must be LeaseHeld, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a create over an existing record must be LeaseHeld, got {other:?}")));
         }
     }
     match backend.delete(&first).await {
         Err(BackendError::LeaseHeld) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a delete against a replaced version must be LeaseHeld, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a delete against a replaced version must be LeaseHeld, got {other:?}")));
         }
     }
-    let stored = backend
-        .read()
-        .await
-        .map_err(|e| fail(CHECK, e.to_string()))?;
+    let stored = backend.read().await.map_err(|e| fail(CHECK, e.to_string()))?;
     if stored.version != second || stored.record != sample_record(2, "second") {
         return Err(fail(CHECK, "a refused write or delete changed the record"));
     }
@@ -292,35 +226,21 @@ pub async fn every_write_changes_the_version<B: Backend>(backend: &B) -> Result<
     const CHECK: &str = "every_write_changes_the_version";
     expect_empty(backend, CHECK).await?;
     let record = sample_record(1, "renew");
-    let mut seen = vec![
-        backend
-            .write(None, &record)
-            .await
-            .map_err(|e| fail(CHECK, e.to_string()))?,
-    ];
+    let mut seen = vec![backend.write(None, &record).await.map_err(|e| fail(CHECK, e.to_string()))?];
     for round in 0..3 {
         let mut renewed = record.clone();
         renewed.nonce = format!("nonce-renew-{round}");
         let last = seen.last().cloned().unwrap_or_else(|| Version::new(""));
-        let next = backend
-            .write(Some(&last), &renewed)
-            .await
-            .map_err(|e| fail(CHECK, e.to_string()))?;
+        let next = backend.write(Some(&last), &renewed).await.map_err(|e| fail(CHECK, e.to_string()))?;
         if seen.contains(&next) {
             return Err(fail(CHECK, format!("version {next} was handed out twice")));
         }
         seen.push(next);
     }
     cleanup(backend, CHECK).await?;
-    let again = backend
-        .write(None, &sample_record(1, "after-delete"))
-        .await
-        .map_err(|e| fail(CHECK, e.to_string()))?;
+    let again = backend.write(None, &sample_record(1, "after-delete")).await.map_err(|e| fail(CHECK, e.to_string()))?;
     if seen.contains(&again) {
-        return Err(fail(
-            CHECK,
-            format!("version {again} came back after a delete"),
-        ));
+        return Err(fail(CHECK, format!("version {again} came back after a delete")));
     }
     cleanup(backend, CHECK).await
 }
@@ -332,42 +252,24 @@ pub async fn every_write_changes_the_version<B: Backend>(backend: &B) -> Result<
 pub async fn delete_rules<B: Backend>(backend: &B) -> Result<(), Failure> {
     const CHECK: &str = "delete_rules";
     expect_empty(backend, CHECK).await?;
-    let version = backend
-        .write(None, &sample_record(1, "delete"))
-        .await
-        .map_err(|e| fail(CHECK, e.to_string()))?;
-    backend
-        .delete(&version)
-        .await
-        .map_err(|e| fail(CHECK, format!("deleting the current version failed: {e}")))?;
+    let version = backend.write(None, &sample_record(1, "delete")).await.map_err(|e| fail(CHECK, e.to_string()))?;
+    backend.delete(&version).await.map_err(|e| fail(CHECK, format!("deleting the current version failed: {e}")))?;
     match backend.read().await {
         Err(BackendError::NoLease) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a deleted record must read as NoLease, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a deleted record must read as NoLease, got {other:?}")));
         }
     }
     match backend.delete(&version).await {
         Err(BackendError::NoLease | BackendError::LeaseHeld) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("deleting a missing record must be refused, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("deleting a missing record must be refused, got {other:?}")));
         }
     }
-    match backend
-        .write(Some(&version), &sample_record(2, "vanished"))
-        .await
-    {
+    match backend.write(Some(&version), &sample_record(2, "vanished")).await {
         Err(BackendError::NoLease | BackendError::LeaseHeld) => {}
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a conditional write to a missing record must be refused, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a conditional write to a missing record must be refused, got {other:?}")));
         }
     }
     expect_empty(backend, CHECK).await
@@ -389,20 +291,12 @@ where
     let version = match backend.read().await {
         Err(BackendError::Corrupt { version, .. }) => version,
         other => {
-            return Err(fail(
-                CHECK,
-                format!("a corrupt record must read as Corrupt, got {other:?}"),
-            ));
+            return Err(fail(CHECK, format!("a corrupt record must read as Corrupt, got {other:?}")));
         }
     };
     backend
         .write(Some(&version), &sample_record(5, "repaired"))
         .await
-        .map_err(|e| {
-            fail(
-                CHECK,
-                format!("replacing the corrupt record at its version failed: {e}"),
-            )
-        })?;
+        .map_err(|e| fail(CHECK, format!("replacing the corrupt record at its version failed: {e}")))?;
     cleanup(backend, CHECK).await
 }

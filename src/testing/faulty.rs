@@ -56,9 +56,7 @@ impl FaultControl {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Fault, Duration)> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -72,10 +70,7 @@ pub struct Faulty<B> {
 impl<B: Backend> Faulty<B> {
     /// Wraps `inner`, passing everything through until told otherwise.
     pub fn new(inner: B) -> Faulty<B> {
-        Faulty {
-            inner,
-            control: FaultControl::default(),
-        }
+        Faulty { inner, control: FaultControl::default() }
     }
 
     /// The switch; clones of it control this backend.
@@ -108,17 +103,11 @@ impl<B: Backend> Backend for Faulty<B> {
         self.inner.read().await
     }
 
-    async fn write(
-        &self,
-        expected: Option<&Version>,
-        record: &LeaseRecord,
-    ) -> Result<Version, BackendError> {
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
         let fault = self.before().await?;
         let result = self.inner.write(expected, record).await;
         match (fault, result) {
-            (Fault::LoseReply, Ok(_)) => {
-                Err(BackendError::Ambiguous("reply lost (injected)".into()))
-            }
+            (Fault::LoseReply, Ok(_)) => Err(BackendError::Ambiguous("reply lost (injected)".into())),
             (_, result) => result,
         }
     }
@@ -127,9 +116,7 @@ impl<B: Backend> Backend for Faulty<B> {
         let fault = self.before().await?;
         let result = self.inner.delete(expected).await;
         match (fault, result) {
-            (Fault::LoseReply, Ok(())) => {
-                Err(BackendError::Ambiguous("reply lost (injected)".into()))
-            }
+            (Fault::LoseReply, Ok(())) => Err(BackendError::Ambiguous("reply lost (injected)".into())),
             (_, result) => result,
         }
     }

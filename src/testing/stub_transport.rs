@@ -19,8 +19,7 @@ use bytes::Bytes;
 
 use crate::s3::transport::{HttpTransport, ResponseFuture, TransportError};
 
-type Script =
-    dyn Fn(&http::Request<Bytes>) -> Result<http::Response<Bytes>, TransportError> + Send + Sync;
+type Script = dyn Fn(&http::Request<Bytes>) -> Result<http::Response<Bytes>, TransportError> + Send + Sync;
 
 /// Answers every request through a closure and keeps every request sent.
 #[derive(Clone)]
@@ -32,23 +31,14 @@ pub struct StubTransport {
 impl StubTransport {
     /// A transport that answers with `script`.
     pub fn new(
-        script: impl Fn(&http::Request<Bytes>) -> Result<http::Response<Bytes>, TransportError>
-        + Send
-        + Sync
-        + 'static,
+        script: impl Fn(&http::Request<Bytes>) -> Result<http::Response<Bytes>, TransportError> + Send + Sync + 'static,
     ) -> StubTransport {
-        StubTransport {
-            script: Arc::new(script),
-            requests: Arc::default(),
-        }
+        StubTransport { script: Arc::new(script), requests: Arc::default() }
     }
 
     /// Every request sent so far, signed as they went out.
     pub fn requests(&self) -> Vec<http::Request<Bytes>> {
-        self.requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -61,10 +51,7 @@ impl fmt::Debug for StubTransport {
 impl HttpTransport for StubTransport {
     fn send(&self, request: http::Request<Bytes>) -> ResponseFuture<'_> {
         let answer = (self.script)(&request);
-        self.requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(request);
+        self.requests.lock().unwrap_or_else(|p| p.into_inner()).push(request);
         Box::pin(async move { answer })
     }
 }

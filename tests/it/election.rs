@@ -56,16 +56,14 @@ fn world(nodes: usize) -> impl Strategy<Value = World> {
         prop::collection::vec((0..nodes, 0u64..55_000, 100u64..6_000), 0..6),
         prop::collection::vec((0..nodes, 0u64..55_000, 0u64..5_000), 0..4),
     )
-        .prop_map(
-            |(seed, clocks, latency_max_ms, lose_reply_percent, partitions, crashes)| World {
-                seed,
-                clocks,
-                latency_max_ms,
-                lose_reply_percent,
-                partitions,
-                crashes,
-            },
-        )
+        .prop_map(|(seed, clocks, latency_max_ms, lose_reply_percent, partitions, crashes)| World {
+            seed,
+            clocks,
+            latency_max_ms,
+            lose_reply_percent,
+            partitions,
+            crashes,
+        })
 }
 
 /// The memory store as seen from one elector incarnation over a bad
@@ -89,11 +87,7 @@ impl Network {
 
     fn cut_off(&self) -> bool {
         let now = self.origin.elapsed();
-        self.dead.load(Ordering::Relaxed)
-            || self
-                .partitions
-                .iter()
-                .any(|(start, end)| (*start..*end).contains(&now))
+        self.dead.load(Ordering::Relaxed) || self.partitions.iter().any(|(start, end)| (*start..*end).contains(&now))
     }
 
     async fn call<T, F: Future<Output = Result<T, BackendError>>>(
@@ -101,19 +95,13 @@ impl Network {
         op: F,
         is_write: bool,
     ) -> Result<T, BackendError> {
-        tokio::time::sleep(Duration::from_millis(
-            self.draw(self.latency_max_ms + 1) / 2,
-        ))
-        .await;
+        tokio::time::sleep(Duration::from_millis(self.draw(self.latency_max_ms + 1) / 2)).await;
         if self.cut_off() {
             return std::future::pending().await;
         }
         let result = op.await;
         let lose = is_write && self.draw(100) < self.lose_reply_percent;
-        tokio::time::sleep(Duration::from_millis(
-            self.draw(self.latency_max_ms + 1) / 2,
-        ))
-        .await;
+        tokio::time::sleep(Duration::from_millis(self.draw(self.latency_max_ms + 1) / 2)).await;
         if lose || self.cut_off() {
             return std::future::pending().await;
         }
@@ -126,11 +114,7 @@ impl Backend for Network {
         self.call(self.store.read(), false).await
     }
 
-    async fn write(
-        &self,
-        expected: Option<&Version>,
-        record: &LeaseRecord,
-    ) -> Result<Version, BackendError> {
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
         self.call(self.store.write(expected, record), true).await
     }
 
@@ -166,11 +150,7 @@ impl Drop for EndOnDrop {
 }
 
 fn simulate(world: &World, policy: Policy) -> Vec<Belief> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async {
         let store = MemoryBackend::new();
         let origin = Instant::now();
@@ -181,9 +161,7 @@ fn simulate(world: &World, policy: Policy) -> Vec<Belief> {
             let world = world.clone();
             let store = store.clone();
             let beliefs = beliefs.clone();
-            slots.push(tokio::spawn(run_node(
-                node, world, store, beliefs, origin, policy,
-            )));
+            slots.push(tokio::spawn(run_node(node, world, store, beliefs, origin, policy)));
         }
         tokio::time::sleep(RUN).await;
         for slot in &slots {
@@ -209,24 +187,15 @@ async fn run_node(
     policy: Policy,
 ) {
     let (offset_secs, drift_ppb) = world.clocks[node];
-    let mut crashes: Vec<(u64, u64)> = world
-        .crashes
-        .iter()
-        .filter(|c| c.0 == node)
-        .map(|&(_, at, down)| (at, down))
-        .collect();
+    let mut crashes: Vec<(u64, u64)> =
+        world.crashes.iter().filter(|c| c.0 == node).map(|&(_, at, down)| (at, down)).collect();
     crashes.sort_unstable();
     let partitions: Arc<Vec<(Duration, Duration)>> = Arc::new(
         world
             .partitions
             .iter()
             .filter(|p| p.0 == node)
-            .map(|&(_, start, len)| {
-                (
-                    Duration::from_millis(start),
-                    Duration::from_millis(start + len),
-                )
-            })
+            .map(|&(_, start, len)| (Duration::from_millis(start), Duration::from_millis(start + len)))
             .collect(),
     );
     let rng = Arc::new(Mutex::new(world.seed ^ (node as u64) << 32));
@@ -241,10 +210,8 @@ async fn run_node(
             partitions: partitions.clone(),
             dead: dead.clone(),
         };
-        let wall = SystemTime::UNIX_EPOCH
-            + Duration::from_secs(1_800_000_000)
-            + origin.elapsed()
-            + Duration::from_secs(600);
+        let wall =
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000) + origin.elapsed() + Duration::from_secs(600);
         let wall = if offset_secs >= 0 {
             wall + Duration::from_secs(offset_secs as u64)
         } else {
@@ -279,11 +246,7 @@ async fn run_node(
                                 });
                                 all.len() - 1
                             };
-                            let _end = EndOnDrop {
-                                beliefs: beliefs.clone(),
-                                index,
-                                origin,
-                            };
+                            let _end = EndOnDrop { beliefs: beliefs.clone(), index, origin };
                             tokio::select! {
                                 biased;
                                 _ = ctx.cancelled() => {}
@@ -325,21 +288,15 @@ fn check_generations(beliefs: &[Belief]) -> Result<(), String> {
     let mut holders: BTreeMap<Generation, (usize, usize)> = BTreeMap::new();
     let mut last_by_holder: BTreeMap<(usize, usize), Generation> = BTreeMap::new();
     for belief in beliefs {
-        if let Some(other) = holders.insert(belief.generation, belief.holder) {
-            if other != belief.holder {
-                return Err(format!(
-                    "generation {} acquired by {:?} and {:?}",
-                    belief.generation, other, belief.holder
-                ));
-            }
+        if let Some(other) = holders.insert(belief.generation, belief.holder)
+            && other != belief.holder
+        {
+            return Err(format!("generation {} acquired by {:?} and {:?}", belief.generation, other, belief.holder));
         }
-        if let Some(last) = last_by_holder.insert(belief.holder, belief.generation) {
-            if belief.generation <= last {
-                return Err(format!(
-                    "{:?} acquired {} after {}",
-                    belief.holder, belief.generation, last
-                ));
-            }
+        if let Some(last) = last_by_holder.insert(belief.holder, belief.generation)
+            && belief.generation <= last
+        {
+            return Err(format!("{:?} acquired {} after {}", belief.holder, belief.generation, last));
         }
     }
     Ok(())
@@ -352,9 +309,7 @@ fn check_overlap(beliefs: &[Belief]) -> Result<(), String> {
             let (a_end, b_end) = (a.end.unwrap_or(RUN), b.end.unwrap_or(RUN));
             if a.holder != b.holder && a.start < b_end && b.start < a_end {
                 let overlap = a_end.min(b_end) - a.start.max(b.start);
-                return Err(format!(
-                    "{a:?} and {b:?} both believed they led for {overlap:?}"
-                ));
+                return Err(format!("{a:?} and {b:?} both believed they led for {overlap:?}"));
             }
         }
     }
@@ -370,11 +325,7 @@ fn run_property(
 ) -> Result<usize, TestError<World>> {
     let terms = Arc::new(Mutex::new(0usize));
     let counted = terms.clone();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
     runner.run(&world(3), move |world| {
         let beliefs = simulate(&world, policy);
         // A run in which nobody led would pass vacuously.
@@ -404,10 +355,7 @@ fn the_wall_clock_policy_is_caught_overlapping() {
     match run_property(Policy::WallClockExpiry, 64, check_overlap) {
         Err(TestError::Fail(reason, world)) => {
             let reason = reason.to_string();
-            assert!(
-                reason.contains("both believed they led"),
-                "unexpected failure {reason} in {world:?}"
-            );
+            assert!(reason.contains("both believed they led"), "unexpected failure {reason} in {world:?}");
             eprintln!("caught, shrunk to {world:?}: {reason}");
         }
         other => panic!("the wall-clock policy was not caught overlapping: {other:?}"),
@@ -423,19 +371,7 @@ fn the_checker_flags_hand_built_violations() {
         end: Some(Duration::from_secs(end)),
     };
     assert!(check(&[belief((0, 0), 1, 0, 5), belief((1, 0), 2, 5, 9)]).is_ok());
-    assert!(
-        check(&[belief((0, 0), 1, 0, 5), belief((1, 0), 2, 4, 9)])
-            .unwrap_err()
-            .contains("both believed")
-    );
-    assert!(
-        check(&[belief((0, 0), 1, 0, 5), belief((1, 0), 1, 6, 9)])
-            .unwrap_err()
-            .contains("acquired by")
-    );
-    assert!(
-        check(&[belief((0, 0), 2, 0, 5), belief((0, 0), 2, 6, 9)])
-            .unwrap_err()
-            .contains("after")
-    );
+    assert!(check(&[belief((0, 0), 1, 0, 5), belief((1, 0), 2, 4, 9)]).unwrap_err().contains("both believed"));
+    assert!(check(&[belief((0, 0), 1, 0, 5), belief((1, 0), 1, 6, 9)]).unwrap_err().contains("acquired by"));
+    assert!(check(&[belief((0, 0), 2, 0, 5), belief((0, 0), 2, 6, 9)]).unwrap_err().contains("after"));
 }

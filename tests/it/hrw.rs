@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::num::NonZeroU32;
 
 use hoplock::hrw::{
-    self, KeyLease, KeyLeaseError, Leases, Member, MemberSet, Membership, MembershipError, Options,
-    Round, Simd, Static, StaticLeases, WeightFn,
+    self, KeyLease, KeyLeaseError, Leases, Member, MemberSet, Membership, MembershipError, Options, Round, Simd,
+    Static, StaticLeases, WeightFn,
 };
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
@@ -15,15 +15,11 @@ use sha2::{Digest, Sha256};
 const WEIGHT_FNS: [WeightFn; 2] = [WeightFn::Fast, WeightFn::GoSha256];
 
 fn members(ids: &[&str]) -> Vec<Member> {
-    ids.iter()
-        .map(|id| Member::new(*id, format!("{id}.internal:7000")))
-        .collect()
+    ids.iter().map(|id| Member::new(*id, format!("{id}.internal:7000"))).collect()
 }
 
 fn numbered(prefix: &str, count: usize) -> Vec<Member> {
-    (0..count)
-        .map(|i| Member::new(format!("{prefix}{i:02}"), ""))
-        .collect()
+    (0..count).map(|i| Member::new(format!("{prefix}{i:02}"), "")).collect()
 }
 
 fn ids<'a>(members: impl IntoIterator<Item = &'a Member>) -> Vec<&'a str> {
@@ -42,30 +38,13 @@ fn all_sets(weight_fn: WeightFn, members: &[Member]) -> Vec<MemberSet> {
 /// and by prepared sets.
 fn check_vector(weight_fn: WeightFn, key: &str, member_ids: &[&str], n: usize, expected: &[&str]) {
     let list = members(member_ids);
-    assert_eq!(
-        weight_fn.owner(key, &list).map(|m| m.id.as_str()),
-        Some(expected[0]),
-        "{weight_fn} owner {key:?}"
-    );
-    assert_eq!(
-        ids(weight_fn.replicas(key, &list, n)),
-        expected,
-        "{weight_fn} replicas {key:?}"
-    );
+    assert_eq!(weight_fn.owner(key, &list).map(|m| m.id.as_str()), Some(expected[0]), "{weight_fn} owner {key:?}");
+    assert_eq!(ids(weight_fn.replicas(key, &list, n)), expected, "{weight_fn} replicas {key:?}");
     for id in member_ids {
-        assert_eq!(
-            weight_fn.is_owner(key, id, &list),
-            *id == expected[0],
-            "{weight_fn} is_owner {key:?} {id}"
-        );
+        assert_eq!(weight_fn.is_owner(key, id, &list), *id == expected[0], "{weight_fn} is_owner {key:?} {id}");
     }
     for set in all_sets(weight_fn, &list) {
-        assert_eq!(
-            set.owner(key).map(|m| m.id.as_str()),
-            Some(expected[0]),
-            "{:?}",
-            set.options()
-        );
+        assert_eq!(set.owner(key).map(|m| m.id.as_str()), Some(expected[0]), "{:?}", set.options());
         assert_eq!(ids(set.replicas(key, n)), expected, "{:?}", set.options());
         for id in member_ids {
             assert_eq!(set.is_owner(key, id), *id == expected[0]);
@@ -77,46 +56,23 @@ fn check_vector(weight_fn: WeightFn, key: &str, member_ids: &[&str], n: usize, e
 fn go_ha_package_vectors() {
     let go = WeightFn::GoSha256;
     check_vector(go, "acme", &["r1", "r2", "r3"], 3, &["r2", "r1", "r3"]);
-    check_vector(
-        go,
-        "acme",
-        &["r1", "r2", "r3", "r4"],
-        3,
-        &["r2", "r1", "r4"],
-    );
+    check_vector(go, "acme", &["r1", "r2", "r3", "r4"], 3, &["r2", "r1", "r4"]);
     check_vector(go, "g", &["r1", "r2", "r3", "r4"], 3, &["r4", "r1", "r2"]);
     check_vector(go, "_global", &["r1", "r2", "r3"], 3, &["r1", "r3", "r2"]);
     let replicas: Vec<String> = (0..16).map(|i| format!("replica-{i:02}")).collect();
     let replicas: Vec<&str> = replicas.iter().map(String::as_str).collect();
-    check_vector(
-        go,
-        "some-org-slug",
-        &replicas,
-        3,
-        &["replica-01", "replica-03", "replica-10"],
-    );
+    check_vector(go, "some-org-slug", &replicas, 3, &["replica-01", "replica-03", "replica-10"]);
     assert_eq!(go.weight("acme", "r1"), 0x6dbc_f892_fc24_da1b);
 }
 
 #[test]
 fn go_sha256_handles_keys_longer_than_a_block() {
     // Cross-checked with an independent SHA-256 implementation.
-    check_vector(
-        WeightFn::GoSha256,
-        &"k".repeat(100),
-        &["r1", "r2", "r3"],
-        3,
-        &["r3", "r2", "r1"],
-    );
+    check_vector(WeightFn::GoSha256, &"k".repeat(100), &["r1", "r2", "r3"], 3, &["r3", "r2", "r1"]);
     for len in [55, 56, 63, 64, 65, 119, 120, 200, 1000] {
         let key = "x".repeat(len);
         for id in ["", "r1", &"i".repeat(60)] {
-            assert_eq!(
-                WeightFn::GoSha256.weight(&key, id),
-                naive_weight(&key, id),
-                "key {len} id {}",
-                id.len()
-            );
+            assert_eq!(WeightFn::GoSha256.weight(&key, id), naive_weight(&key, id), "key {len} id {}", id.len());
         }
     }
 }
@@ -133,49 +89,21 @@ fn fast_golden_vectors() {
     assert_eq!(fast.weight("", ""), 0x5725_338b_1af4_4412);
     assert_eq!(fast.weight("g", "r4"), 0x1d17_0293_c8e1_de00);
     check_vector(fast, "acme", &["r1", "r2", "r3"], 3, &["r2", "r3", "r1"]);
-    check_vector(
-        fast,
-        "acme",
-        &["r1", "r2", "r3", "r4"],
-        3,
-        &["r2", "r3", "r1"],
-    );
+    check_vector(fast, "acme", &["r1", "r2", "r3", "r4"], 3, &["r2", "r3", "r1"]);
     check_vector(fast, "g", &["r1", "r2", "r3", "r4"], 3, &["r3", "r2", "r4"]);
     check_vector(fast, "_global", &["r1", "r2", "r3"], 3, &["r1", "r2", "r3"]);
     let replicas: Vec<String> = (0..16).map(|i| format!("replica-{i:02}")).collect();
     let replicas: Vec<&str> = replicas.iter().map(String::as_str).collect();
-    check_vector(
-        fast,
-        "some-org-slug",
-        &replicas,
-        3,
-        &["replica-12", "replica-00", "replica-13"],
-    );
+    check_vector(fast, "some-org-slug", &replicas, 3, &["replica-12", "replica-00", "replica-13"]);
     check_vector(fast, "", &["a", "b", "c"], 3, &["c", "b", "a"]);
-    check_vector(
-        fast,
-        "ключ/ü",
-        &["r1", "r2", "r3", "r4", "r5"],
-        3,
-        &["r4", "r5", "r1"],
-    );
-    check_vector(
-        fast,
-        &"k".repeat(100),
-        &["r1", "r2", "r3"],
-        3,
-        &["r3", "r1", "r2"],
-    );
+    check_vector(fast, "ключ/ü", &["r1", "r2", "r3", "r4", "r5"], 3, &["r4", "r5", "r1"]);
+    check_vector(fast, &"k".repeat(100), &["r1", "r2", "r3"], 3, &["r3", "r1", "r2"]);
 }
 
 /// The Go seed's algorithm, done naively: a full SHA-256 per member and a
 /// full sort.
 fn naive_weight(key: &str, id: &str) -> u64 {
-    let digest = Sha256::new()
-        .chain_update(key.as_bytes())
-        .chain_update([0u8])
-        .chain_update(id.as_bytes())
-        .finalize();
+    let digest = Sha256::new().chain_update(key.as_bytes()).chain_update([0u8]).chain_update(id.as_bytes()).finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
@@ -185,11 +113,7 @@ fn naive_replicas(key: &str, members: &[Member], n: usize) -> Vec<String> {
     let mut unique: Vec<&str> = ids(members);
     unique.sort_unstable();
     unique.dedup();
-    unique.sort_by(|a, b| {
-        naive_weight(key, b)
-            .cmp(&naive_weight(key, a))
-            .then(a.cmp(b))
-    });
+    unique.sort_by(|a, b| naive_weight(key, b).cmp(&naive_weight(key, a)).then(a.cmp(b)));
     unique.into_iter().take(n).map(str::to_owned).collect()
 }
 
@@ -230,20 +154,13 @@ fn many_replicas_take_the_heap_path_with_the_same_order() {
             let expected: Vec<&str> = {
                 let mut all = list.iter().collect::<Vec<_>>();
                 all.sort_by(|a, b| {
-                    weight_fn
-                        .weight(key, &b.id)
-                        .cmp(&weight_fn.weight(key, &a.id))
-                        .then(a.id.cmp(&b.id))
+                    weight_fn.weight(key, &b.id).cmp(&weight_fn.weight(key, &a.id)).then(a.id.cmp(&b.id))
                 });
                 ids(all)
             };
             for n in [31, 32, 33, 50, 80, 200] {
                 let want = &expected[..n.min(80)];
-                assert_eq!(
-                    ids(weight_fn.replicas(key, &list, n)),
-                    want,
-                    "free {weight_fn} n {n}"
-                );
+                assert_eq!(ids(weight_fn.replicas(key, &list, n)), want, "free {weight_fn} n {n}");
                 for set in all_sets(weight_fn, &list) {
                     assert_eq!(ids(set.replicas(key, n)), want, "{:?} n {n}", set.options());
                 }
@@ -268,34 +185,14 @@ fn replicas_into_reuses_the_buffer() {
 
 #[test]
 fn duplicate_ids_collapse_deterministically() {
-    let a = vec![
-        Member::new("r1", "x"),
-        Member::new("r2", ""),
-        Member::new("r1", "a"),
-        Member::new("r2", ""),
-    ];
+    let a = vec![Member::new("r1", "x"), Member::new("r2", ""), Member::new("r1", "a"), Member::new("r2", "")];
     let b: Vec<Member> = a.iter().rev().cloned().collect();
     for weight_fn in WEIGHT_FNS {
         for key in ["acme", "g", "", "zz"] {
-            assert_eq!(
-                weight_fn.replicas(key, &a, 4),
-                weight_fn.replicas(key, &b, 4)
-            );
+            assert_eq!(weight_fn.replicas(key, &a, 4), weight_fn.replicas(key, &b, 4));
             assert_eq!(weight_fn.replicas(key, &a, 4).len(), 2);
-            let set_a = MemberSet::with_options(
-                a.clone(),
-                Options {
-                    weight_fn,
-                    ..Options::default()
-                },
-            );
-            let set_b = MemberSet::with_options(
-                b.clone(),
-                Options {
-                    weight_fn,
-                    ..Options::default()
-                },
-            );
+            let set_a = MemberSet::with_options(a.clone(), Options { weight_fn, ..Options::default() });
+            let set_b = MemberSet::with_options(b.clone(), Options { weight_fn, ..Options::default() });
             assert_eq!(set_a.replicas(key, 4), set_b.replicas(key, 4));
             assert_eq!(set_a.replicas(key, 4), weight_fn.replicas(key, &a, 4));
         }
@@ -469,13 +366,7 @@ const BALANCE_KEYS: usize = 100_000;
 fn ownership_is_balanced_for_both_weight_functions() {
     let list = numbered("replica-", 10);
     for weight_fn in WEIGHT_FNS {
-        let set = MemberSet::with_options(
-            list.clone(),
-            Options {
-                weight_fn,
-                ..Options::default()
-            },
-        );
+        let set = MemberSet::with_options(list.clone(), Options { weight_fn, ..Options::default() });
         let mut counts = [0usize; 10];
         for key in 0..BALANCE_KEYS {
             let owner = set.owner(format!("tenant/{key}")).unwrap();
@@ -490,22 +381,14 @@ fn ownership_is_balanced_for_both_weight_functions() {
 fn weighted_ownership_follows_capacity() {
     let capacities = [1u32, 2, 3, 4];
     let total: u32 = capacities.iter().sum();
-    let shares: Vec<f64> = capacities
-        .iter()
-        .map(|c| f64::from(*c) / f64::from(total))
-        .collect();
+    let shares: Vec<f64> = capacities.iter().map(|c| f64::from(*c) / f64::from(total)).collect();
     for weight_fn in WEIGHT_FNS {
         let set = MemberSet::weighted(
-            capacities.iter().enumerate().map(|(i, c)| {
-                (
-                    Member::new(format!("r{i}"), ""),
-                    NonZeroU32::new(*c).unwrap(),
-                )
-            }),
-            Options {
-                weight_fn,
-                ..Options::default()
-            },
+            capacities
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (Member::new(format!("r{i}"), ""), NonZeroU32::new(*c).unwrap())),
+            Options { weight_fn, ..Options::default() },
         );
         let mut counts = [0usize; 4];
         for key in 0..BALANCE_KEYS {
@@ -522,25 +405,15 @@ fn weighted_golden_vectors() {
     // Frozen: a change here moves keys in weighted deployments.
     let set = |weight_fn| {
         MemberSet::weighted(
-            [("r1", 1u32), ("r2", 2), ("r3", 5)]
-                .map(|(id, c)| (Member::new(id, ""), NonZeroU32::new(c).unwrap())),
-            Options {
-                weight_fn,
-                ..Options::default()
-            },
+            [("r1", 1u32), ("r2", 2), ("r3", 5)].map(|(id, c)| (Member::new(id, ""), NonZeroU32::new(c).unwrap())),
+            Options { weight_fn, ..Options::default() },
         )
     };
     let fast = set(WeightFn::Fast);
     let go = set(WeightFn::GoSha256);
     let keys = ["acme", "g", "_global", "some-org-slug", "", "orders/42"];
-    let fast_owners: Vec<&str> = keys
-        .iter()
-        .map(|k| fast.owner(k).unwrap().id.as_str())
-        .collect();
-    let go_owners: Vec<&str> = keys
-        .iter()
-        .map(|k| go.owner(k).unwrap().id.as_str())
-        .collect();
+    let fast_owners: Vec<&str> = keys.iter().map(|k| fast.owner(k).unwrap().id.as_str()).collect();
+    let go_owners: Vec<&str> = keys.iter().map(|k| go.owner(k).unwrap().id.as_str()).collect();
     assert_eq!(fast_owners, GOLDEN_WEIGHTED_FAST);
     assert_eq!(go_owners, GOLDEN_WEIGHTED_GO);
 }
@@ -575,16 +448,8 @@ impl Membership for Empty {
 
 #[tokio::test]
 async fn membership_failures_fail_closed() {
-    assert!(
-        hrw::owns(&Static::new("solo"), "any key", WeightFn::Fast)
-            .await
-            .unwrap()
-    );
-    assert!(
-        hrw::owns(&Static::new("solo"), "", WeightFn::GoSha256)
-            .await
-            .unwrap()
-    );
+    assert!(hrw::owns(&Static::new("solo"), "any key", WeightFn::Fast).await.unwrap());
+    assert!(hrw::owns(&Static::new("solo"), "", WeightFn::GoSha256).await.unwrap());
     assert!(hrw::owns(&Failing, "k", WeightFn::Fast).await.is_err());
     assert!(!hrw::owns(&Empty, "k", WeightFn::Fast).await.unwrap());
     let set = hrw::prepare(&Empty, WeightFn::Fast).await.unwrap();
@@ -593,23 +458,10 @@ async fn membership_failures_fail_closed() {
 
 #[tokio::test]
 async fn static_leases_are_round_one() {
-    let lease = StaticLeases::new("solo")
-        .acquire("orders/42")
-        .await
-        .unwrap();
-    assert_eq!(
-        lease,
-        KeyLease {
-            key: "orders/42".into(),
-            owner: "solo".into(),
-            round: Round::ZERO.next()
-        }
-    );
+    let lease = StaticLeases::new("solo").acquire("orders/42").await.unwrap();
+    assert_eq!(lease, KeyLease { key: "orders/42".into(), owner: "solo".into(), round: Round::ZERO.next() });
     assert_eq!(lease.round.get(), 1);
-    let error = KeyLeaseError::Held {
-        key: "k".into(),
-        holder: "r2".into(),
-    };
+    let error = KeyLeaseError::Held { key: "k".into(), holder: "r2".into() };
     assert!(error.to_string().contains("r2"));
 }
 
@@ -621,8 +473,6 @@ fn member_sets_report_what_they_hold() {
     assert!(!set.is_empty());
     assert!(!set.is_weighted());
     assert!(set.get("z").is_none());
-    let unique: BTreeSet<&str> = (0..100)
-        .map(|k| set.owner(k.to_string()).unwrap().id.as_str())
-        .collect();
+    let unique: BTreeSet<&str> = (0..100).map(|k| set.owner(k.to_string()).unwrap().id.as_str()).collect();
     assert_eq!(unique.len(), 3, "every member owns some of 100 keys");
 }

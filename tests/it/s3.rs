@@ -29,9 +29,7 @@ fn server() -> Option<S3Config> {
             std::env::var("HOPLOCK_REQUIRE_S3").as_deref() != Ok("1"),
             "HOPLOCK_REQUIRE_S3=1 but HOPLOCK_S3_ENDPOINT / HOPLOCK_S3_BUCKET are not set"
         );
-        eprintln!(
-            "skipped: no S3 server (set HOPLOCK_S3_ENDPOINT and HOPLOCK_S3_BUCKET, or run `cargo xtask test`)"
-        );
+        eprintln!("skipped: no S3 server (set HOPLOCK_S3_ENDPOINT and HOPLOCK_S3_BUCKET, or run `cargo xtask test`)");
         return None;
     };
     let mut config = S3Config::new(bucket, unique_key("lease"));
@@ -56,11 +54,7 @@ async fn passes_the_conformance_suite() {
     let backend = store(&config);
     let plant = backend.clone();
     conformance::run_all(&backend, move |bytes| async move {
-        plant
-            .put_raw(bytes)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        plant.put_raw(bytes).await.map(|_| ()).map_err(|e| e.to_string())
     })
     .await
     .unwrap_or_else(|failure| panic!("{failure}"));
@@ -80,12 +74,7 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
     const POLL: Duration = Duration::from_millis(200);
     let electors: Vec<_> = (0..3)
         .map(|i| {
-            Elector::builder(store(&config))
-                .owner(format!("node-{i}"))
-                .ttl(TTL)
-                .poll_interval(POLL)
-                .build()
-                .unwrap()
+            Elector::builder(store(&config)).owner(format!("node-{i}")).ttl(TTL).poll_interval(POLL).build().unwrap()
         })
         .collect();
     let mut streams: Vec<_> = electors.iter().map(|elector| Some(elector.run())).collect();
@@ -107,10 +96,7 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
             let handover = tokio::time::Instant::now() - released_at;
             // One poll, plus the round trips of a read and a write, plus this
             // loop's own 10 ms sampling.
-            assert!(
-                handover <= POLL + Duration::from_millis(300),
-                "round {round}: handover took {handover:?}"
-            );
+            assert!(handover <= POLL + Duration::from_millis(300), "round {round}: handover took {handover:?}");
         }
         generations.push(electors[leader].current_generation().unwrap());
         if round == 20 {
@@ -125,10 +111,7 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
         last_release = Some(tokio::time::Instant::now());
         streams[leader] = Some(electors[leader].run());
     }
-    assert!(
-        generations.windows(2).all(|w| w[0] < w[1]),
-        "generations did not strictly increase: {generations:?}"
-    );
+    assert!(generations.windows(2).all(|w| w[0] < w[1]), "generations did not strictly increase: {generations:?}");
     assert!(generations[20] > Generation(20));
 }
 
@@ -136,63 +119,32 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
 async fn a_lease_object_that_is_not_our_json_is_corrupt_and_left_alone() {
     let Some(config) = server() else { return };
     let backend = store(&config);
-    backend
-        .put_raw(b"<html>not a lease</html>".to_vec())
-        .await
-        .unwrap();
+    backend.put_raw(b"<html>not a lease</html>".to_vec()).await.unwrap();
     let err = backend.read().await.unwrap_err();
-    let BackendError::Corrupt { version, .. } = &err else {
-        panic!("{err:?}")
-    };
-    assert!(
-        err.to_string().contains("repair it or reset the key"),
-        "{err}"
-    );
+    let BackendError::Corrupt { version, .. } = &err else { panic!("{err:?}") };
+    assert!(err.to_string().contains("repair it or reset the key"), "{err}");
     // An elector reports it and does not take over.
-    let elector = Elector::builder(backend.clone())
-        .owner("a")
-        .ttl(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let elector = Elector::builder(backend.clone()).owner("a").ttl(Duration::from_secs(1)).build().unwrap();
     let mut events = elector.run();
     let event = events.next().await.unwrap();
-    assert!(
-        matches!(
-            event,
-            hoplock::Event::Error {
-                error: BackendError::Corrupt { .. }
-            }
-        ),
-        "{event:?}"
-    );
+    assert!(matches!(event, hoplock::Event::Error { error: BackendError::Corrupt { .. } }), "{event:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!elector.is_leader());
     drop(events);
     let still = backend.read().await.unwrap_err();
-    assert!(
-        matches!(still, BackendError::Corrupt { version: ref v, .. } if v == version),
-        "nothing was overwritten"
-    );
+    assert!(matches!(still, BackendError::Corrupt { version: ref v, .. } if v == version), "nothing was overwritten");
 }
 
 #[tokio::test]
 async fn a_wrong_secret_is_a_config_error_that_says_so() {
     let Some(mut config) = server() else { return };
     let id = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default();
-    config.credentials =
-        CredentialSource::Explicit(Credentials::new(id, "definitely-not-the-secret"));
+    config.credentials = CredentialSource::Explicit(Credentials::new(id, "definitely-not-the-secret"));
     let backend = store(&config);
-    for err in [
-        backend.read().await.unwrap_err(),
-        backend
-            .write(None, &conformance::sample_record(1, "x"))
-            .await
-            .unwrap_err(),
-    ] {
-        assert!(
-            matches!(&err, BackendError::Config(m) if m.contains("secret access key is wrong")),
-            "{err:?}"
-        );
+    for err in
+        [backend.read().await.unwrap_err(), backend.write(None, &conformance::sample_record(1, "x")).await.unwrap_err()]
+    {
+        assert!(matches!(&err, BackendError::Config(m) if m.contains("secret access key is wrong")), "{err:?}");
     }
 }
 
@@ -201,27 +153,17 @@ async fn a_missing_bucket_is_not_a_missing_lease() {
     let Some(mut config) = server() else { return };
     config.bucket = format!("no-such-bucket-{:08x}", OsEntropy.next_u64() as u32);
     let err = store(&config).read().await.unwrap_err();
-    assert!(
-        matches!(&err, BackendError::Config(m) if m.contains("does not exist")),
-        "{err:?}"
-    );
+    assert!(matches!(&err, BackendError::Config(m) if m.contains("does not exist")), "{err:?}");
 }
 
 #[tokio::test]
 async fn an_unreachable_endpoint_says_it_cannot_reach_the_store() {
     let Some(mut config) = server() else { return };
     // Bind a port and close it, so nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     config.endpoint = Some(format!("http://127.0.0.1:{port}"));
     config.request_timeout = Duration::from_secs(1);
     config.operation_deadline = Duration::from_secs(1);
     let err = store(&config).read().await.unwrap_err();
-    assert!(
-        matches!(&err, BackendError::Transient(m) if m.contains("cannot reach the store")),
-        "{err:?}"
-    );
+    assert!(matches!(&err, BackendError::Transient(m) if m.contains("cannot reach the store")), "{err:?}");
 }

@@ -4,14 +4,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SessionTokenMode, SignableBody, SignableRequest,
-    SigningSettings, UriPathNormalizationMode,
+    PayloadChecksumKind, PercentEncodingMode, SessionTokenMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4;
 use bytes::Bytes;
-use hoplock::s3::sigv4::{
-    Credentials, MAX_CLOCK_SKEW, Signer, encode_key, encode_query_component, sign, verify,
-};
+use hoplock::s3::sigv4::{Credentials, MAX_CLOCK_SKEW, Signer, encode_key, encode_query_component, sign, verify};
 use http::{HeaderValue, Method, Request};
 use proptest::prelude::*;
 
@@ -53,10 +51,7 @@ const EXAMPLES: [Example; 5] = [
     Example {
         name: "GET Object with a range",
         request: || {
-            Request::get(format!("{EXAMPLE_HOST}/test.txt"))
-                .header("range", "bytes=0-9")
-                .body(Bytes::new())
-                .unwrap()
+            Request::get(format!("{EXAMPLE_HOST}/test.txt")).header("range", "bytes=0-9").body(Bytes::new()).unwrap()
         },
         signed_headers: "host;range;x-amz-content-sha256;x-amz-date",
         signature: "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
@@ -90,22 +85,14 @@ const EXAMPLES: [Example; 5] = [
     },
     Example {
         name: "GET Bucket Lifecycle",
-        request: || {
-            Request::get(format!("{EXAMPLE_HOST}/?lifecycle"))
-                .body(Bytes::new())
-                .unwrap()
-        },
+        request: || Request::get(format!("{EXAMPLE_HOST}/?lifecycle")).body(Bytes::new()).unwrap(),
         signed_headers: "host;x-amz-content-sha256;x-amz-date",
         signature: "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543",
         content_sha256: EMPTY_SHA256,
     },
     Example {
         name: "GET Bucket (List Objects)",
-        request: || {
-            Request::get(format!("{EXAMPLE_HOST}/?max-keys=2&prefix=J"))
-                .body(Bytes::new())
-                .unwrap()
-        },
+        request: || Request::get(format!("{EXAMPLE_HOST}/?max-keys=2&prefix=J")).body(Bytes::new()).unwrap(),
         signed_headers: "host;x-amz-content-sha256;x-amz-date",
         signature: "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7",
         content_sha256: EMPTY_SHA256,
@@ -117,28 +104,14 @@ fn sign_reproduces_the_aws_s3_examples() {
     let signer = Signer::new(example_credentials(), "us-east-1").unwrap();
     for example in &EXAMPLES {
         let mut by_function = (example.request)();
-        sign(
-            &mut by_function,
-            &example_credentials(),
-            "us-east-1",
-            example_time(),
-        )
-        .unwrap();
+        sign(&mut by_function, &example_credentials(), "us-east-1", example_time()).unwrap();
         let mut by_signer = (example.request)();
         signer.sign(&mut by_signer, example_time()).unwrap();
 
         for request in [&by_function, &by_signer] {
             let headers = request.headers();
-            assert_eq!(
-                headers["x-amz-date"], "20130524T000000Z",
-                "{}",
-                example.name
-            );
-            assert_eq!(
-                headers["x-amz-content-sha256"], example.content_sha256,
-                "{}",
-                example.name
-            );
+            assert_eq!(headers["x-amz-date"], "20130524T000000Z", "{}", example.name);
+            assert_eq!(headers["x-amz-content-sha256"], example.content_sha256, "{}", example.name);
             assert_eq!(headers["host"], "examplebucket.s3.amazonaws.com");
             assert_eq!(
                 headers["authorization"],
@@ -158,32 +131,18 @@ fn verify_accepts_the_aws_s3_examples_as_documented() {
     for example in &EXAMPLES {
         let mut request = (example.request)();
         let headers = request.headers_mut();
-        headers.insert(
-            "host",
-            HeaderValue::from_static("examplebucket.s3.amazonaws.com"),
-        );
+        headers.insert("host", HeaderValue::from_static("examplebucket.s3.amazonaws.com"));
         headers.insert("x-amz-date", HeaderValue::from_static("20130524T000000Z"));
-        headers.insert(
-            "x-amz-content-sha256",
-            HeaderValue::from_static(example.content_sha256),
-        );
+        headers.insert("x-amz-content-sha256", HeaderValue::from_static(example.content_sha256));
         let authorization = example_authorization(example.signed_headers, example.signature);
-        headers.insert(
-            "authorization",
-            HeaderValue::from_str(&authorization).unwrap(),
-        );
+        headers.insert("authorization", HeaderValue::from_str(&authorization).unwrap());
         let auth = verify(&request, EXAMPLE_SECRET, example_time(), MAX_CLOCK_SKEW)
             .unwrap_or_else(|err| panic!("{}: {err}", example.name));
         assert_eq!(auth.access_key_id(), EXAMPLE_ACCESS_KEY);
         assert_eq!(auth.region(), "us-east-1");
 
-        let err = verify(
-            &request,
-            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEZ",
-            example_time(),
-            MAX_CLOCK_SKEW,
-        )
-        .unwrap_err();
+        let err =
+            verify(&request, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEZ", example_time(), MAX_CLOCK_SKEW).unwrap_err();
         assert_eq!(err.s3_code(), "SignatureDoesNotMatch", "{}", example.name);
         assert_eq!(err.http_status(), 403);
     }
@@ -233,18 +192,9 @@ struct Case {
 
 impl Case {
     fn uri(&self) -> String {
-        let mut uri = format!(
-            "{}/{}/{}",
-            self.origin,
-            encode_key(&self.bucket),
-            encode_key(&self.key)
-        );
+        let mut uri = format!("{}/{}/{}", self.origin, encode_key(&self.bucket), encode_key(&self.key));
         let encode = |part: &str| {
-            if self.loose_query {
-                loose_encode(part)
-            } else {
-                encode_query_component(part)
-            }
+            if self.loose_query { loose_encode(part) } else { encode_query_component(part) }
         };
         for (i, (name, value)) in self.query.iter().enumerate() {
             uri.push(if i == 0 { '?' } else { '&' });
@@ -267,9 +217,7 @@ impl Case {
     }
 
     fn request(&self) -> Request<Bytes> {
-        let mut builder = Request::builder()
-            .method(self.method.clone())
-            .uri(self.uri());
+        let mut builder = Request::builder().method(self.method.clone()).uri(self.uri());
         for (name, value) in self.unsigned_headers() {
             builder = builder.header(name, value);
         }
@@ -332,21 +280,14 @@ fn sign_with_aws_sigv4(case: &Case) -> Request<Bytes> {
         SignableBody::Bytes(&case.body),
     )
     .unwrap();
-    let (instructions, _signature) = aws_sigv4::http_request::sign(signable, &params)
-        .unwrap()
-        .into_parts();
+    let (instructions, _signature) = aws_sigv4::http_request::sign(signable, &params).unwrap().into_parts();
     let mut request = case.request();
     instructions.apply_to_request_http1x(&mut request);
     request
 }
 
 fn method() -> impl Strategy<Value = Method> {
-    prop_oneof![
-        Just(Method::GET),
-        Just(Method::PUT),
-        Just(Method::DELETE),
-        Just(Method::HEAD),
-    ]
+    prop_oneof![Just(Method::GET), Just(Method::PUT), Just(Method::DELETE), Just(Method::HEAD),]
 }
 
 fn origin() -> impl Strategy<Value = String> {
@@ -392,12 +333,7 @@ fn header_value() -> impl Strategy<Value = String> {
 }
 
 fn etag() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just("*".to_owned()),
-        "\"[0-9a-f]{32}\"",
-        "[0-9a-f]{32}",
-        "\"[0-9a-f]{32}\", \"[0-9a-f]{32}\"",
-    ]
+    prop_oneof![Just("*".to_owned()), "\"[0-9a-f]{32}\"", "[0-9a-f]{32}", "\"[0-9a-f]{32}\", \"[0-9a-f]{32}\"",]
 }
 
 fn headers() -> impl Strategy<Value = Vec<(String, String)>> {
@@ -409,25 +345,23 @@ fn headers() -> impl Strategy<Value = Vec<(String, String)>> {
         prop::collection::vec(("x-amz-meta-[a-z]{1,3}", header_value()), 0..3),
         prop::option::of(header_value()),
     )
-        .prop_map(
-            |(if_match, if_none_match, content_type, range, meta, user_agent)| {
-                let mut headers = Vec::new();
-                let mut push = |name: &str, value: Option<String>| {
-                    if let Some(value) = value {
-                        headers.push((name.to_owned(), value));
-                    }
-                };
-                push("if-match", if_match);
-                push("if-none-match", if_none_match);
-                push("content-type", content_type);
-                push("range", range);
-                push("user-agent", user_agent);
-                // Repeated names are allowed: both signers join the values
-                // with ','.
-                headers.extend(meta);
-                headers
-            },
-        )
+        .prop_map(|(if_match, if_none_match, content_type, range, meta, user_agent)| {
+            let mut headers = Vec::new();
+            let mut push = |name: &str, value: Option<String>| {
+                if let Some(value) = value {
+                    headers.push((name.to_owned(), value));
+                }
+            };
+            push("if-match", if_match);
+            push("if-none-match", if_none_match);
+            push("content-type", content_type);
+            push("range", range);
+            push("user-agent", user_agent);
+            // Repeated names are allowed: both signers join the values
+            // with ','.
+            headers.extend(meta);
+            headers
+        })
 }
 
 prop_compose! {
@@ -508,5 +442,62 @@ proptest! {
         prop_assert!(verified.is_ok(), "{:?}", verified);
         let wrong = verify(&received, "not-the-secret", case.now, MAX_CLOCK_SKEW);
         prop_assert!(wrong.is_err());
+    }
+}
+
+/// Authorization headers assembled from plausible and broken fragments, so
+/// that random input reaches every branch of the parser.
+fn authorization_header() -> impl Strategy<Value = Vec<u8>> {
+    let fragment = prop_oneof![
+        Just("AWS4-HMAC-SHA256 ".to_owned()),
+        Just("Credential=".to_owned()),
+        Just("SignedHeaders=".to_owned()),
+        Just("Signature=".to_owned()),
+        Just("AK/20130524/us-east-1/s3/aws4_request".to_owned()),
+        Just("host;x-amz-content-sha256;x-amz-date".to_owned()),
+        "[0-9a-f]{64}",
+        Just(", ".to_owned()),
+        Just(",".to_owned()),
+        Just("/".to_owned()),
+        Just("=".to_owned()),
+        Just(";".to_owned()),
+        "[ -~]{0,6}",
+        "\\PC{0,3}",
+    ];
+    prop::collection::vec(fragment, 0..12).prop_map(|parts| parts.concat().into_bytes())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The verifier is fed by the network: no header value may make it
+    /// panic, and nothing but a correct signature may pass.
+    #[test]
+    fn verify_never_panics_on_received_headers(
+        authorization in authorization_header(),
+        date in prop_oneof!["[0-9]{8}T[0-9]{6}Z", "[ -~]{0,20}"],
+        content_sha256 in prop_oneof![Just(EMPTY_SHA256.to_owned()), "[ -~]{0,70}"],
+        path in "/[ -~]{0,20}",
+    ) {
+        let _ = hoplock::s3::sigv4::Authorization::parse(&authorization);
+        let mut builder = Request::get("http://127.0.0.1:9000/").header("host", "127.0.0.1:9000");
+        if let Ok(value) = HeaderValue::from_bytes(&authorization) {
+            builder = builder.header("authorization", value);
+        }
+        if let Ok(value) = HeaderValue::from_str(&date) {
+            builder = builder.header("x-amz-date", value);
+        }
+        if let Ok(value) = HeaderValue::from_str(&content_sha256) {
+            builder = builder.header("x-amz-content-sha256", value);
+        }
+        if let Ok(uri) = format!("http://127.0.0.1:9000{path}").parse::<http::Uri>() {
+            builder = builder.uri(uri);
+        }
+        let request = builder.body(Bytes::new()).unwrap();
+        prop_assert!(verify(&request, "SK", example_time(), MAX_CLOCK_SKEW).is_err());
     }
 }

@@ -5,6 +5,8 @@
 use std::process::ExitCode;
 
 mod bench_hrw;
+mod fake_s3;
+mod s3_server;
 mod test;
 
 fn main() -> ExitCode {
@@ -14,6 +16,9 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "test" => test::run(&rest),
         "bench-hrw" => bench_hrw::run(&rest),
+        // Hidden: starts SeaweedFS for hand testing and prints its settings.
+        "s3-server" => s3_server::run(&rest),
+        "fake-s3" => fake_s3::run(&rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table"

@@ -1,0 +1,210 @@
+//! `hoplock run`: run a command only while holding the lease.
+//!
+//! The runner campaigns; when it leads it starts the command in a process
+//! group of its own with the generation in `HOPLOCK_GENERATION`. When
+//! leadership ends (lost, or the runner is asked to stop) it sends the group
+//! SIGTERM, then SIGKILL after the grace period, all before the lease can
+//! pass to anyone else: the elector's stop margin is the grace period plus
+//! half a second. On Linux the command also gets SIGKILL if the runner dies.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use clap::Args;
+use hoplock::elector::TermEnd;
+use hoplock::{Elector, ElectorError, LeaderContext, Lease};
+use tokio::process::{Child, Command};
+use tracing::{info, warn};
+
+use crate::store::{StoreArgs, parse_duration};
+
+/// Options of `hoplock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The owner name written into the lease. Default: the host name and pid.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// The lease's time to live.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub ttl: Duration,
+    /// How often the leader renews. Default TTL/3.
+    #[arg(long, value_parser = parse_duration)]
+    pub renew: Option<Duration>,
+    /// How often a follower reads the lease. Default TTL/15.
+    #[arg(long, value_parser = parse_duration)]
+    pub poll: Option<Duration>,
+    /// How long the command gets between SIGTERM and SIGKILL. Default TTL/15.
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+    /// Run one term, then exit with the command's exit code.
+    #[arg(long)]
+    pub once: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// Why `hoplock run` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The elector could not be built or the store is unusable.
+    #[error(transparent)]
+    Elector(#[from] ElectorError),
+    /// The command could not be started.
+    #[error("cannot start {command:?}: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Exit code when the runner stopped because it was told to (SIGINT/SIGTERM).
+pub const EXIT_STOPPED: u8 = 0;
+
+/// Runs the command under the lease; returns the exit code to exit with.
+pub async fn run(args: RunArgs) -> Result<u8, RunError> {
+    let backend = args.store.backend().map_err(ElectorError::from)?;
+    let grace = args.grace.unwrap_or(args.ttl / 15);
+    let owner = args.owner.clone().unwrap_or_else(default_owner);
+    let mut builder =
+        Elector::builder(backend).owner(owner).ttl(args.ttl).stop_margin(grace + Duration::from_millis(500));
+    if let Some(renew) = args.renew {
+        builder = builder.renew_interval(renew);
+    }
+    if let Some(poll) = args.poll {
+        builder = builder.poll_interval(poll);
+    }
+    let elector = builder.build()?;
+
+    // SIGINT or SIGTERM: stop campaigning, stop the command, release.
+    let stopper = elector.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        info!("stopping: signal received");
+        stopper.stop();
+    });
+
+    loop {
+        let command = args.command.clone();
+        let term = elector.lead(|ctx, lease| supervise(command, ctx, lease, grace)).await;
+        let term = match term {
+            Ok(term) => term,
+            Err(ElectorError::Stopped) => return Ok(EXIT_STOPPED),
+            Err(err) => return Err(err.into()),
+        };
+        let status = term.output?;
+        match &term.end {
+            TermEnd::Lost(reason) => {
+                warn!(generation = %term.generation, %reason, "lost the lease; command stopped")
+            }
+            end => info!(generation = %term.generation, ?end, "term over"),
+        }
+        if args.once {
+            return Ok(status.map_or(1, exit_code));
+        }
+    }
+}
+
+/// Runs the command for one term. Returns its exit status, or `None` if it
+/// had to be stopped because leadership ended.
+async fn supervise(
+    command: Vec<String>,
+    ctx: LeaderContext,
+    lease: Lease,
+    grace: Duration,
+) -> Result<Option<ExitStatus>, RunError> {
+    let mut child = spawn(&command, &lease)?;
+    info!(generation = %lease.generation, pid = child.id(), "started the command");
+    tokio::select! {
+        biased;
+        () = ctx.cancelled() => {
+            stop_group(&mut child, grace).await;
+            Ok(None)
+        }
+        status = child.wait() => Ok(status.ok()),
+    }
+}
+
+fn spawn(command: &[String], lease: &Lease) -> Result<Child, RunError> {
+    let (program, args) = command.split_first().ok_or_else(|| RunError::Spawn {
+        command: String::new(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"),
+    })?;
+    let mut process = Command::new(program);
+    process
+        .args(args)
+        .env("HOPLOCK_GENERATION", lease.generation.to_string())
+        .env("HOPLOCK_OWNER", &lease.owner)
+        .kill_on_drop(true)
+        .process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches only the new process.
+    unsafe {
+        process.pre_exec(|| {
+            // If the runner dies without stopping the command (SIGKILL, a
+            // crash), the kernel kills the command too: it must not go on
+            // writing as a leader nobody renews.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    process.spawn().map_err(|source| RunError::Spawn { command: command.join(" "), source })
+}
+
+/// SIGTERM to the whole group, then SIGKILL after `grace`.
+async fn stop_group(child: &mut Child, grace: Duration) {
+    let Some(pid) = child.id() else { return };
+    let group = -(pid as i32);
+    // SAFETY: kill(2) with a negative pid signals the process group we made.
+    unsafe {
+        libc::kill(group, libc::SIGTERM);
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        warn!(pid, "the command ignored SIGTERM; killing its process group");
+    }
+    // Kill whatever is left of the group, including children of the command
+    // that outlived it.
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(group, libc::SIGKILL);
+    }
+    let _ = child.wait().await;
+}
+
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code.clamp(0, 255) as u8,
+        (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+        _ => 1,
+    }
+}
+
+fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}-{}", std::process::id())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        biased;
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}

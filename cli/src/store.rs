@@ -1,0 +1,105 @@
+//! The options every S3-backed subcommand shares, and the backend they build.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use hoplock::BackendError;
+use hoplock::s3::config::{Addressing, EtagStyle};
+use hoplock::s3::{S3Backend, S3Config};
+
+/// Where the lease record lives. Credentials come from `AWS_ACCESS_KEY_ID` /
+/// `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, or from the shared
+/// credentials file (`AWS_PROFILE`, or `--profile`).
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The S3 endpoint URL; https:// unless you write http://. Default: AWS.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The bucket.
+    #[arg(long)]
+    pub bucket: String,
+    /// The lease object's key.
+    #[arg(long)]
+    pub key: String,
+    /// The signing region.
+    #[arg(long, default_value = "us-east-1", env = "AWS_REGION")]
+    pub region: String,
+    /// Use path-style URLs (endpoint/bucket/key), as most self-hosted stores need.
+    #[arg(long)]
+    pub path_style: bool,
+    /// A credentials-file profile to use instead of the environment.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// A PEM file of extra CA certificates to trust.
+    #[arg(long)]
+    pub ca_cert: Option<PathBuf>,
+    /// An HTTP(S) proxy for every request.
+    #[arg(long)]
+    pub proxy: Option<String>,
+    /// Send ETags in If-Match without quotes, for providers that need that.
+    #[arg(long)]
+    pub bare_etags: bool,
+    /// How long one request may take.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub request_timeout: Duration,
+}
+
+impl StoreArgs {
+    /// Builds the backend; every problem is a `Config` error saying what to fix.
+    pub fn backend(&self) -> Result<S3Backend, BackendError> {
+        let mut config = S3Config::new(&self.bucket, &self.key);
+        config.endpoint = self.endpoint.clone();
+        config.region = self.region.clone();
+        if self.path_style {
+            config.addressing = Addressing::PathStyle;
+        }
+        if let Some(profile) = &self.profile {
+            config.credentials = hoplock::s3::credentials::CredentialSource::Profile(profile.clone());
+        }
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path)
+                .map_err(|err| BackendError::Config(format!("cannot read {}: {err}", path.display())))?;
+            config.transport.ca_certificates_pem = Some(pem);
+        }
+        config.transport.proxy = self.proxy.clone();
+        if self.bare_etags {
+            config.etag_style = EtagStyle::Bare;
+        }
+        config.request_timeout = self.request_timeout;
+        config.operation_deadline = self.request_timeout * 2;
+        S3Backend::new(config)
+    }
+}
+
+/// Parses `30s`, `500ms`, `2m`, `1h` or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 500ms"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?} has an unknown unit; use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,119 @@
+//! Everything that happened in a run, in simulated time order.
+//!
+//! The checkers read only this. Entries are appended from the hosts'
+//! software and from the runner, all on the simulation's one thread, so the
+//! order is the order things happened in.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One thing that happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Simulated time since the start, in microseconds.
+    pub at_us: u64,
+    /// Where: a node name, `s3`, or `world` for the runner.
+    pub node: String,
+    /// What.
+    pub event: Event,
+}
+
+/// The kinds of entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A node process started (`incarnation` counts restarts from 0).
+    Started { incarnation: u32 },
+    /// The runner crashed the node.
+    Crashed,
+    /// The node's leader context was handed out: it believes it leads.
+    Acquired { generation: u64 },
+    /// A renewal succeeded.
+    Renewed { generation: u64 },
+    /// The node's leader context was cancelled (or the term released).
+    Stepped { generation: u64, reason: String },
+    /// Non-fatal trouble the elector reported.
+    ElectorError { message: String },
+    /// A write reached the fenced downstream resource.
+    Downstream { generation: u64, accepted: bool, highest_before: u64 },
+    /// The fake S3 handled a request on the lease key.
+    Store(StoreOp),
+    /// The runner applied a fault.
+    Fault { action: String },
+    /// The node was paused until `until_us`.
+    Paused { until_us: u64 },
+}
+
+/// A request to the fake S3, from invocation to its outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StoreOp {
+    /// The node that sent it, if known.
+    pub client: Option<String>,
+    /// `read`, `create`, `update`, `put`, `delete`.
+    pub op: String,
+    /// The condition's ETag, for updates and deletes.
+    pub expected: Option<String>,
+    /// The ETag written, for writes that applied.
+    pub written: Option<String>,
+    /// For reads: the ETag returned, `None` for a missing key.
+    pub read: Option<String>,
+    /// HTTP status sent; `None` when the reply was dropped.
+    pub status: Option<u16>,
+    /// Whether the operation changed the object.
+    pub applied: bool,
+    /// The generation in the record written, for writes that applied.
+    pub generation: Option<u64>,
+    /// When the request arrived, in microseconds.
+    pub invoked_us: u64,
+    /// When it was answered or its reply dropped, in microseconds.
+    pub ended_us: u64,
+    /// Whether the reply was dropped, so the client cannot know the outcome.
+    pub reply_dropped: bool,
+}
+
+/// A shared, append-only history for one run.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    entries: Rc<RefCell<Vec<Entry>>>,
+}
+
+impl History {
+    /// Appends an entry at simulated time `at`.
+    pub fn record(&self, at: Duration, node: &str, event: Event) {
+        self.entries.borrow_mut().push(Entry { at_us: at.as_micros() as u64, node: node.to_string(), event });
+    }
+
+    /// Appends an entry at the current host's simulated time.
+    pub fn record_now(&self, node: &str, event: Event) {
+        self.record(turmoil::sim_elapsed().unwrap_or_default(), node, event);
+    }
+
+    /// A copy of every entry so far.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.entries.borrow().clone()
+    }
+}
+
+/// The history as JSON lines, one entry a line.
+pub fn to_json_lines(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    for entry in entries {
+        out.push_str(&serde_json::to_string(entry).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
+
+/// FNV-1a over the JSON lines: equal histories give equal hashes, and a
+/// replay that diverges anywhere gives another.
+pub fn trace_hash(entries: &[Entry]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in to_json_lines(entries).bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}

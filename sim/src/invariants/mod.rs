@@ -1,0 +1,191 @@
+//! The properties every run is checked against, one module each.
+//!
+//! Each checker reads the [`History`](crate::history::Entry) of one run and
+//! reports every [`Violation`] it finds. Each violation names its property,
+//! the nodes, the generation and the simulated time; the runner adds the
+//! seed that reproduces it.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::history::{Entry, Event};
+
+pub mod belief_overlap;
+pub mod linearizable;
+pub mod liveness;
+pub mod monotone_fencing;
+pub mod one_holder_per_generation;
+
+/// The properties, as the safety rules in ARCHITECTURE.md number them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Property {
+    /// I1: at most one node ever acquires a given generation.
+    OneHolderPerGeneration,
+    /// I2: accepted fencing tokens and the stored generation never go down.
+    MonotoneFencing,
+    /// I3/I4: no two nodes believe they lead at the same instant.
+    NoBeliefOverlap,
+    /// L1: someone leads soon after the faults stop or after a release.
+    Liveness,
+    /// The store's history is linearizable as a compare-and-swap register.
+    Linearizable,
+}
+
+impl Property {
+    /// The short name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::OneHolderPerGeneration => "one-holder-per-generation",
+            Property::MonotoneFencing => "monotone-fencing",
+            Property::NoBeliefOverlap => "no-belief-overlap",
+            Property::Liveness => "liveness",
+            Property::Linearizable => "linearizable",
+        }
+    }
+
+    /// Every property, in report order.
+    pub const ALL: [Property; 5] = [
+        Property::OneHolderPerGeneration,
+        Property::MonotoneFencing,
+        Property::NoBeliefOverlap,
+        Property::Liveness,
+        Property::Linearizable,
+    ];
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A broken property.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// Which property.
+    pub property: Property,
+    /// When it was first broken, in simulated microseconds.
+    pub at_us: u64,
+    /// The nodes involved.
+    pub nodes: Vec<String>,
+    /// The generation involved, if one is.
+    pub generation: Option<u64>,
+    /// What happened.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] at {:.3}s", self.property, self.at_us as f64 / 1e6)?;
+        if !self.nodes.is_empty() {
+            write!(f, " on {}", self.nodes.join(", "))?;
+        }
+        if let Some(generation) = self.generation {
+            write!(f, " (generation {generation})")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// What the checkers need to know about the run besides its history.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// Node names.
+    pub nodes: Vec<String>,
+    /// Whether every node's drift is within its elector's bound; belief
+    /// overlap is only a violation then.
+    pub drift_within_bound: bool,
+    /// The longest TTL·(1+ρ) + poll + lock-delay of any node, in µs.
+    pub takeover_bound_us: u64,
+    /// The longest poll interval plus a round trip, in µs.
+    pub handover_bound_us: u64,
+    /// When the last fault was applied or healed, in µs.
+    pub quiet_from_us: u64,
+    /// Whether the store answers promptly and correctly throughout (no
+    /// injected errors, latency or broken mode); handover-time bounds only
+    /// hold then.
+    pub store_reliable: bool,
+    /// When the run ended, in µs.
+    pub end_us: u64,
+}
+
+/// Runs every checker.
+pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    one_holder_per_generation::check(entries, &mut violations);
+    monotone_fencing::check(entries, &mut violations);
+    belief_overlap::check(entries, context, &mut violations);
+    liveness::check(entries, context, &mut violations);
+    linearizable::check(entries, &mut violations);
+    violations.sort_by_key(|violation| (violation.at_us, violation.property));
+    violations
+}
+
+/// One node's terms as the history shows them: (node, generation, start,
+/// end) with the end at the step-down, the crash or the end of the run.
+pub fn terms(entries: &[Entry], end_us: u64) -> Vec<Term> {
+    let mut open: Vec<Term> = Vec::new();
+    let mut closed = Vec::new();
+    for entry in entries {
+        match &entry.event {
+            Event::Acquired { generation } => open.push(Term {
+                node: entry.node.clone(),
+                generation: *generation,
+                start_us: entry.at_us,
+                end_us,
+                paused: Vec::new(),
+            }),
+            Event::Stepped { generation, .. } => {
+                if let Some(index) = open.iter().position(|t| t.node == entry.node && t.generation == *generation) {
+                    let mut term = open.remove(index);
+                    term.end_us = entry.at_us;
+                    closed.push(term);
+                }
+            }
+            Event::Crashed => {
+                while let Some(index) = open.iter().position(|t| t.node == entry.node) {
+                    let mut term = open.remove(index);
+                    term.end_us = entry.at_us;
+                    closed.push(term);
+                }
+            }
+            Event::Paused { until_us } => {
+                for term in open.iter_mut().filter(|t| t.node == entry.node) {
+                    term.paused.push((entry.at_us, *until_us));
+                }
+            }
+            _ => {}
+        }
+    }
+    closed.extend(open);
+    closed.sort_by_key(|term| (term.start_us, term.node.clone()));
+    closed
+}
+
+/// A term of leadership as one node believed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    /// The node.
+    pub node: String,
+    /// Its generation.
+    pub generation: u64,
+    /// When its context was handed out, in µs.
+    pub start_us: u64,
+    /// When it ended, in µs.
+    pub end_us: u64,
+    /// Stop-the-world pauses during the term: a paused process believes
+    /// nothing, so these spans do not count as belief.
+    pub paused: Vec<(u64, u64)>,
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::history::{Entry, Event};
+
+    /// An entry at `at_ms` milliseconds.
+    pub fn at(at_ms: u64, node: &str, event: Event) -> Entry {
+        Entry { at_us: at_ms * 1000, node: node.into(), event }
+    }
+}

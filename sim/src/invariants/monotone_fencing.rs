@@ -1,0 +1,113 @@
+//! I2: fencing tokens never go down.
+//!
+//! Three views of one rule: the generation stored in the lease key never
+//! goes down (across releases and restarts too), the generations acquired
+//! strictly increase in the order the terms began, and the downstream
+//! resource never accepts a token below one it accepted before. Stale
+//! writes that the downstream *rejected* are fine; they are counted by
+//! [`stale_writes`] so scenarios can expect them.
+
+use super::{Property, Violation};
+use crate::history::{Entry, Event};
+
+/// Reports every place a token went down.
+pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
+    let mut stored: Option<(u64, &str)> = None;
+    let mut acquired: Option<(u64, &str)> = None;
+    let mut accepted: Option<u64> = None;
+    for entry in entries {
+        match &entry.event {
+            Event::Store(op) if op.applied => {
+                let Some(generation) = op.generation else {
+                    continue;
+                };
+                if let Some((previous, _)) = stored
+                    && generation < previous
+                {
+                    violations.push(Violation {
+                        property: Property::MonotoneFencing,
+                        at_us: entry.at_us,
+                        nodes: op.client.iter().cloned().collect(),
+                        generation: Some(generation),
+                        detail: format!("the stored generation went down from {previous} to {generation}"),
+                    });
+                }
+                stored = Some((generation, &entry.node));
+            }
+            Event::Acquired { generation } => {
+                if let Some((previous, node)) = acquired
+                    && *generation <= previous
+                {
+                    violations.push(Violation {
+                        property: Property::MonotoneFencing,
+                        at_us: entry.at_us,
+                        nodes: vec![node.to_string(), entry.node.clone()],
+                        generation: Some(*generation),
+                        detail: format!("generation {generation} was acquired after generation {previous}"),
+                    });
+                }
+                acquired = Some((*generation, &entry.node));
+            }
+            Event::Downstream { generation, accepted: true, .. } => {
+                if let Some(previous) = accepted
+                    && *generation < previous
+                {
+                    violations.push(Violation {
+                        property: Property::MonotoneFencing,
+                        at_us: entry.at_us,
+                        nodes: vec![entry.node.clone()],
+                        generation: Some(*generation),
+                        detail: format!("the downstream accepted {generation} after {previous}"),
+                    });
+                }
+                accepted = Some(accepted.map_or(*generation, |previous| previous.max(*generation)));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes the downstream rejected for carrying a stale token.
+pub fn stale_writes(entries: &[Entry]) -> usize {
+    entries.iter().filter(|entry| matches!(entry.event, Event::Downstream { accepted: false, .. })).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::StoreOp;
+    use crate::invariants::test_support::at;
+
+    fn stored(generation: u64) -> Event {
+        Event::Store(StoreOp { op: "update".into(), applied: true, generation: Some(generation), ..StoreOp::default() })
+    }
+
+    #[test]
+    fn rising_tokens_pass_and_a_drop_is_caught_in_each_view() {
+        let good = [
+            at(1, "s3", stored(1)),
+            at(1, "a", Event::Acquired { generation: 1 }),
+            at(2, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 0 }),
+            at(3, "s3", stored(1)),
+            at(4, "s3", stored(2)),
+            at(4, "b", Event::Acquired { generation: 2 }),
+            at(5, "a", Event::Downstream { generation: 1, accepted: false, highest_before: 2 }),
+        ];
+        let mut found = Vec::new();
+        check(&good, &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(stale_writes(&good), 1);
+
+        let reset = [at(1, "s3", stored(5)), at(2, "s3", stored(1))];
+        check(&reset, &mut found);
+        let reacquired = [at(1, "a", Event::Acquired { generation: 5 }), at(2, "b", Event::Acquired { generation: 1 })];
+        check(&reacquired, &mut found);
+        let downstream = [
+            at(1, "a", Event::Downstream { generation: 5, accepted: true, highest_before: 0 }),
+            at(2, "b", Event::Downstream { generation: 1, accepted: true, highest_before: 5 }),
+        ];
+        check(&downstream, &mut found);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found.iter().all(|v| v.property == Property::MonotoneFencing));
+    }
+}

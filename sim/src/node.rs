@@ -1,0 +1,199 @@
+//! The software of one electing node: the production elector and S3
+//! backend, over the simulated network, clock and randomness, running the
+//! leader-only workload.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hoplock::elector::Policy;
+use hoplock::entropy::{SeededEntropy, splitmix64};
+use hoplock::s3::config::Addressing;
+use hoplock::s3::credentials::CredentialSource;
+use hoplock::s3::sigv4::Credentials;
+use hoplock::s3::{S3Backend, S3Config};
+use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
+
+use crate::clocks::{PauseSwitch, SimClock};
+use crate::downstream::Downstream;
+use crate::history::{Event, History};
+use crate::transport::SimTransport;
+use crate::world::{NodeSpec, PolicySpec, WorkloadSpec};
+
+/// Where the fake S3 listens inside the simulation.
+pub const S3_HOST: &str = "s3";
+/// Its port.
+pub const S3_PORT: u16 = 9000;
+/// The bucket and key of the lease.
+pub const BUCKET: &str = "leases";
+/// The lease key.
+pub const KEY: &str = "election/lease.json";
+/// The credentials every node uses.
+pub const ACCESS_KEY: &str = "SIMACCESSKEY";
+/// The matching secret.
+pub const SECRET_KEY: &str = "sim-secret-key";
+
+/// Everything a node's software needs, shared across its restarts.
+#[derive(Clone, Debug)]
+pub struct NodeContext {
+    /// The node's settings.
+    pub spec: NodeSpec,
+    /// The node's index, for deriving its seeds.
+    pub index: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// The simulation's true wall-clock start.
+    pub epoch: SystemTime,
+    /// The run's history.
+    pub history: History,
+    /// The fenced resource.
+    pub downstream: Downstream,
+    /// Counts process starts.
+    pub incarnations: Rc<Cell<u32>>,
+    /// The runner's handle on this node's pauses.
+    pub pause: PauseSwitch,
+}
+
+impl NodeContext {
+    /// A seed for this node's `incarnation`, derived from the run's seed so
+    /// every draw replays.
+    fn entropy_seed(&self, incarnation: u32) -> u64 {
+        let mut state = self.seed ^ (self.index << 32) ^ u64::from(incarnation);
+        splitmix64(&mut state)
+    }
+}
+
+/// Runs one process of the node until it is crashed. Returns an error only
+/// if the elector cannot be built, which is a scenario mistake.
+pub async fn run(context: NodeContext) -> turmoil::Result {
+    let incarnation = context.incarnations.get();
+    context.incarnations.set(incarnation + 1);
+    let name = context.spec.name.clone();
+    context.history.record_now(&name, Event::Started { incarnation });
+
+    let clock = Arc::new(SimClock::new(context.epoch, context.spec.clock.clone(), &context.pause));
+    let entropy = Arc::new(SeededEntropy::new(context.entropy_seed(incarnation)));
+    let spec = &context.spec.elector;
+    let ttl = Duration::from_millis(spec.ttl_ms);
+    let request_timeout = spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis);
+
+    let mut config = S3Config::new(BUCKET, KEY);
+    config.endpoint = Some(format!("http://{S3_HOST}:{S3_PORT}"));
+    config.addressing = Addressing::PathStyle;
+    config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
+    // The elector bounds each call by its own request timeout; the backend's
+    // must not be longer, or a read's retries would outlive it.
+    config.request_timeout = request_timeout;
+    config.operation_deadline = request_timeout;
+    let transport = Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")));
+    let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
+
+    let mut builder = Elector::builder(backend)
+        .owner(name.clone())
+        .ttl(ttl)
+        .request_timeout(request_timeout)
+        .drift_bound(spec.drift_bound)
+        .lock_delay(Duration::from_millis(spec.lock_delay_ms))
+        .clock(clock.clone())
+        .entropy(entropy)
+        .policy(match spec.policy {
+            PolicySpec::Ours => Policy::Safe,
+            PolicySpec::Seed => Policy::WallClockExpiry,
+        });
+    if let Some(renew) = spec.renew_ms {
+        builder = builder.renew_interval(Duration::from_millis(renew));
+    }
+    if let Some(poll) = spec.poll_ms {
+        builder = builder.poll_interval(Duration::from_millis(poll));
+    }
+    let elector = builder.build()?;
+
+    // Renewals and errors go into the history as they happen. turmoil runs
+    // each host on a local task set, so the history need not be Send.
+    let mut events = elector.subscribe();
+    let (history, node) = (context.history.clone(), name.clone());
+    tokio::task::spawn_local(async move {
+        while let Some(event) = events.next().await {
+            match event {
+                ElectorEvent::Renewed { generation } => {
+                    history.record_now(&node, Event::Renewed { generation: generation.get() })
+                }
+                ElectorEvent::Error { error } => {
+                    history.record_now(&node, Event::ElectorError { message: error.to_string() })
+                }
+                _ => {}
+            }
+        }
+    });
+
+    loop {
+        let workload = Workload {
+            spec: context.spec.workload.clone(),
+            clock: clock.clone(),
+            history: context.history.clone(),
+            downstream: context.downstream.clone(),
+            node: name.clone(),
+        };
+        // A term that fails to start (the store is unusable) ends the
+        // campaign; the history shows why.
+        if let Err(err) = elector.lead(|ctx, lease| workload.run(ctx, lease)).await {
+            context.history.record_now(&name, Event::ElectorError { message: format!("campaign ended: {err}") });
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The leader-only work: write downstream every `write_every_ms` with the
+/// term's generation until the context is cancelled.
+struct Workload {
+    spec: WorkloadSpec,
+    clock: Arc<SimClock>,
+    history: History,
+    downstream: Downstream,
+    node: String,
+}
+
+impl Workload {
+    async fn run(self, ctx: LeaderContext, lease: Lease) {
+        use hoplock::clock::Clock;
+        let generation = lease.generation.get();
+        self.history.record_now(&self.node, Event::Acquired { generation });
+        let every = Duration::from_millis(self.spec.write_every_ms.max(1));
+        let start = self.clock.now();
+        let release_at = self.spec.release_after_ms.map(|ms| start + Duration::from_millis(ms));
+        let mut next_write = start;
+        let mut stop_writing_at = None;
+        loop {
+            let release = async {
+                match release_at {
+                    Some(at) if stop_writing_at.is_none() => self.clock.sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = ctx.cancelled(), if stop_writing_at.is_none() => {
+                    self.history.record_now(&self.node, Event::Stepped { generation, reason: "cancelled".into() });
+                    if self.spec.ignore_cancellation_ms == 0 {
+                        return;
+                    }
+                    // A callback that ignores cancellation: it keeps writing
+                    // for a while, unfenced but for the downstream's check.
+                    stop_writing_at = Some(self.clock.now() + Duration::from_millis(self.spec.ignore_cancellation_ms));
+                }
+                () = release => {
+                    self.history.record_now(&self.node, Event::Stepped { generation, reason: "released".into() });
+                    return;
+                }
+                () = self.clock.sleep_until(next_write) => {
+                    if stop_writing_at.is_some_and(|stop| self.clock.now() >= stop) {
+                        return;
+                    }
+                    self.downstream.write(&self.history, &self.node, generation);
+                    next_write = next_write + every;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! Runs one world with one seed and checks the result.
+//!
+//! The runner owns the turmoil simulation: it registers the fake S3 and the
+//! nodes as hosts, steps the simulation tick by tick, applies the fault
+//! schedule between ticks, and finally hands the history to the checkers.
+//! Everything random is drawn from the one seed, so a seed replays a run
+//! exactly.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::clocks::{ClockSpec, PauseSwitch, SimClock};
+use crate::downstream::Downstream;
+use crate::fake_s3::{self, FakeS3, Faults, OpKind, Outcome};
+use crate::history::{Entry, Event, History, StoreOp, trace_hash};
+use crate::invariants::{self, Context, Violation};
+use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
+use crate::world::{Action, World};
+
+/// The true wall-clock time at the start of every run. Fixed, so traces do
+/// not depend on when they were made.
+pub const EPOCH_SECS: u64 = 1_893_456_000; // 2030-01-01T00:00:00Z
+
+/// Why a world could not be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The world refers to something that does not exist or is malformed.
+    #[error("invalid world: {0}")]
+    InvalidWorld(String),
+    /// A host's software failed (the elector could not be built, ...).
+    #[error("simulation failed: {0}")]
+    Failed(String),
+}
+
+/// Figures from one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Simulated seconds run.
+    pub simulated_secs: f64,
+    /// CPU (wall) seconds the run took.
+    pub cpu_secs: f64,
+    /// Requests the fake S3 served on the lease key.
+    pub s3_requests: usize,
+    /// Terms begun.
+    pub terms: usize,
+    /// Terms begun after another node's term: handovers.
+    pub takeovers: usize,
+    /// Gaps from the end of one node's term to the start of another's, µs.
+    pub failover_gaps_us: Vec<u64>,
+    /// How often each kind of fault fired.
+    pub faults: BTreeMap<String, usize>,
+    /// Writes the downstream rejected for a stale generation.
+    pub stale_writes_rejected: usize,
+    /// Simulated leader-time, in hours.
+    pub leader_hours: f64,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Everything that happened.
+    pub entries: Vec<Entry>,
+    /// A hash of the trace; equal seeds give equal hashes.
+    pub trace_hash: u64,
+    /// Broken properties.
+    pub violations: Vec<Violation>,
+    /// Figures.
+    pub stats: Stats,
+}
+
+/// Runs `world` with `seed`.
+#[allow(clippy::disallowed_methods)] // Measures the run's own CPU time, outside the simulation.
+pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
+    validate(world)?;
+    let started = std::time::Instant::now();
+    let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS);
+    let duration = Duration::from_millis(world.duration_ms);
+    let mut sim = turmoil::Builder::new()
+        .epoch(epoch)
+        .tick_duration(Duration::from_millis(world.tick_ms.max(1)))
+        // Leave room after the run proper; the runner stops stepping itself.
+        .simulation_duration(duration + Duration::from_secs(3600))
+        .min_message_latency(Duration::from_millis(world.network.latency_min_ms))
+        .max_message_latency(Duration::from_millis(world.network.latency_max_ms.max(world.network.latency_min_ms)))
+        .fail_rate(world.network.loss_rate)
+        .repair_rate(world.network.loss_repair_rate)
+        .rng_seed(seed)
+        .build();
+
+    let history = History::default();
+    let (store_events, received) = mpsc::channel::<fake_s3::Event>();
+    {
+        let mode = world.s3.mode;
+        let faults = world.s3.faults.clone();
+        sim.host(S3_HOST, move || {
+            let (faults, store_events) = (faults.clone(), store_events.clone());
+            async move {
+                let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+                let s3 = FakeS3::builder(clock, seed ^ 0x5335_5335_5335_5335)
+                    .mode(mode)
+                    .faults(faults)
+                    .credentials(ACCESS_KEY, SECRET_KEY)
+                    .bucket(BUCKET)
+                    .observer(move |event| {
+                        let _ = store_events.send(event.clone());
+                    })
+                    .build()?;
+                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", S3_PORT)).await?;
+                fake_s3::server::serve(s3, listener, std::future::pending()).await;
+                Ok(())
+            }
+        });
+    }
+
+    let downstream = Downstream::default();
+    let mut pauses = BTreeMap::new();
+    for (index, spec) in world.nodes.iter().enumerate() {
+        let pause = PauseSwitch::default();
+        pauses.insert(spec.name.clone(), pause.clone());
+        let context = NodeContext {
+            spec: spec.clone(),
+            index: index as u64,
+            seed,
+            epoch,
+            history: history.clone(),
+            downstream: downstream.clone(),
+            incarnations: Rc::default(),
+            pause,
+        };
+        sim.host(spec.name.as_str(), move || node::run(context.clone()));
+    }
+
+    let mut schedule = world.schedule.clone();
+    schedule.sort_by_key(|scheduled| scheduled.at_ms);
+    let mut schedule = schedule.into_iter().peekable();
+    // Pauses end by releasing the held links; (at, node).
+    let mut resumes: Vec<(Duration, String)> = Vec::new();
+    let mut fault_counts: BTreeMap<String, usize> = BTreeMap::new();
+    let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
+
+    while sim.elapsed() < duration {
+        let now = sim.elapsed();
+        while let Some(scheduled) = schedule.next_if(|s| Duration::from_millis(s.at_ms) <= now) {
+            let label = apply(&mut sim, &scheduled.action, &hosts, &pauses, &mut resumes, now, &history);
+            *fault_counts.entry(label).or_default() += 1;
+        }
+        resumes.retain(|(at, node)| {
+            if *at > now {
+                return true;
+            }
+            for other in hosts.iter().filter(|other| *other != node) {
+                sim.release(node.as_str(), other.as_str());
+            }
+            false
+        });
+        sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
+        for event in received.try_iter() {
+            record_store_event(&history, &event, &mut fault_counts);
+        }
+    }
+
+    let mut entries = history.entries();
+    // Store events are collected after each tick; order everything by time,
+    // keeping the recording order between equal times.
+    entries.sort_by_key(|entry| entry.at_us);
+    let context = checker_context(world, &entries);
+    let violations = invariants::check_all(&entries, &context);
+    let stats = stats(world, &entries, &context, fault_counts, started.elapsed());
+    Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
+}
+
+/// Applies one fault and records it. Returns its kind, for the counts.
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    action: &Action,
+    hosts: &[String],
+    pauses: &BTreeMap<String, PauseSwitch>,
+    resumes: &mut Vec<(Duration, String)>,
+    now: Duration,
+    history: &History,
+) -> String {
+    let fault = |what: String| history.record(now, "world", Event::Fault { action: what });
+    match action {
+        Action::Partition { a, b } => {
+            sim.partition(a.as_str(), b.as_str());
+            fault(format!("partition {a} {b}"));
+            "partition".into()
+        }
+        Action::PartitionOneway { from, to } => {
+            sim.partition_oneway(from.as_str(), to.as_str());
+            fault(format!("partition-oneway {from} {to}"));
+            "partition-oneway".into()
+        }
+        Action::Repair { a, b } => {
+            sim.repair(a.as_str(), b.as_str());
+            fault(format!("repair {a} {b}"));
+            "repair".into()
+        }
+        Action::Hold { a, b } => {
+            sim.hold(a.as_str(), b.as_str());
+            fault(format!("hold {a} {b}"));
+            "hold".into()
+        }
+        Action::Release { a, b } => {
+            sim.release(a.as_str(), b.as_str());
+            fault(format!("release {a} {b}"));
+            "release".into()
+        }
+        Action::Crash { node } => {
+            sim.crash(node.as_str());
+            history.record(now, node, Event::Crashed);
+            "crash".into()
+        }
+        Action::Restart { node } => {
+            sim.bounce(node.as_str());
+            fault(format!("restart {node}"));
+            "restart".into()
+        }
+        Action::Pause { node, for_ms } => {
+            let until = now + Duration::from_millis(*for_ms);
+            if let Some(pause) = pauses.get(node) {
+                pause.pause_until(until);
+            }
+            // No messages in or out while the process is stopped.
+            for other in hosts.iter().filter(|other| *other != node) {
+                sim.hold(node.as_str(), other.as_str());
+            }
+            resumes.push((until, node.clone()));
+            history.record(now, node, Event::Paused { until_us: until.as_micros() as u64 });
+            "pause".into()
+        }
+    }
+}
+
+fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BTreeMap<String, usize>) {
+    if event.bucket != BUCKET || event.key != KEY {
+        return;
+    }
+    let micros = |instant: hoplock::clock::Instant| instant.as_nanos() / 1000;
+    let (status, answered) = match &event.outcome {
+        Outcome::Applied => (Some(200), true),
+        Outcome::DroppedAfterApply => (None, false),
+        Outcome::Refused { status, reply_dropped, .. } => (Some(*status), !reply_dropped),
+    };
+    match &event.outcome {
+        Outcome::DroppedAfterApply => *faults.entry("ambiguous-success".into()).or_default() += 1,
+        Outcome::Refused { status: 500, .. } => *faults.entry("error-500".into()).or_default() += 1,
+        Outcome::Refused { status: 503, .. } => *faults.entry("slow-down-503".into()).or_default() += 1,
+        Outcome::Refused { status: 409, .. } => *faults.entry("conflict-409".into()).or_default() += 1,
+        _ => {}
+    }
+    let op = match (event.op, &event.if_match, &event.if_none_match) {
+        (OpKind::Read, _, _) => "read",
+        (OpKind::Write, Some(_), _) => "update",
+        (OpKind::Write, None, Some(_)) => "create",
+        (OpKind::Write, None, None) => "put",
+        (OpKind::Delete, _, _) => "delete",
+    };
+    let applied = event.outcome.applied();
+    let is_write = !matches!(event.op, OpKind::Read);
+    let op = StoreOp {
+        client: None,
+        op: op.into(),
+        expected: event.if_match.clone(),
+        written: if is_write && applied { event.etag.clone() } else { None },
+        read: if is_write { None } else { event.etag.clone() },
+        status: if answered { status } else { None },
+        applied,
+        generation: if is_write && applied { written_generation(event) } else { None },
+        invoked_us: micros(event.started),
+        ended_us: micros(event.ended),
+        reply_dropped: !answered,
+    };
+    let at = event.applied_at.unwrap_or(event.ended);
+    history.record(Duration::from_micros(micros(at)), S3_HOST, Event::Store(op));
+}
+
+/// The generation in the record a write stored, if the body is a record.
+fn written_generation(event: &fake_s3::Event) -> Option<u64> {
+    let body = event.body.as_ref()?;
+    hoplock::lease::LeaseRecord::decode(body).ok().map(|record| record.generation.get())
+}
+
+fn validate(world: &World) -> Result<(), SimError> {
+    let invalid = |message: String| Err(SimError::InvalidWorld(message));
+    if world.nodes.is_empty() {
+        return invalid("a world needs at least one node".into());
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for node in &world.nodes {
+        if node.name == S3_HOST || node.name == "world" || node.name.is_empty() {
+            return invalid(format!("{:?} is not a usable node name", node.name));
+        }
+        if !names.insert(node.name.as_str()) {
+            return invalid(format!("node {:?} is named twice", node.name));
+        }
+    }
+    let host = |name: &str| name == S3_HOST || names.contains(name);
+    for scheduled in &world.schedule {
+        let named: Vec<&str> = match &scheduled.action {
+            Action::Partition { a, b } | Action::Repair { a, b } | Action::Hold { a, b } | Action::Release { a, b } => {
+                vec![a, b]
+            }
+            Action::PartitionOneway { from, to } => vec![from, to],
+            Action::Crash { node } | Action::Restart { node } | Action::Pause { node, .. } => {
+                vec![node]
+            }
+        };
+        if let Some(unknown) = named.into_iter().find(|name| !host(name)) {
+            return invalid(format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms));
+        }
+    }
+    if world.duration_ms == 0 {
+        return invalid("duration_ms must be more than zero".into());
+    }
+    world.s3.faults.validate().map_err(|err| SimError::InvalidWorld(err.to_string()))
+}
+
+fn checker_context(world: &World, entries: &[Entry]) -> Context {
+    let mut takeover_bound_us = 0;
+    let mut handover_bound_us = 0;
+    let mut drift_within_bound = true;
+    for node in &world.nodes {
+        let spec = &node.elector;
+        let ttl = spec.ttl_ms as f64 * 1000.0;
+        let poll = spec.poll_ms.map_or(ttl / 15.0, |ms| ms as f64 * 1000.0);
+        let timeout = spec.request_timeout_ms.map_or(ttl / 6.0, |ms| ms as f64 * 1000.0);
+        // The slack: a read and a write that may each take up to the
+        // request timeout, plus a few ticks of turmoil's clock.
+        let slack = 2.0 * timeout + 5.0 * world.tick_ms as f64 * 1000.0;
+        let takeover = ttl * (1.0 + spec.drift_bound) + poll + spec.lock_delay_ms as f64 * 1000.0 + slack;
+        takeover_bound_us = takeover_bound_us.max(takeover as u64);
+        let latency = 4.0 * (world.network.latency_max_ms + world.tick_ms) as f64 * 1000.0;
+        handover_bound_us = handover_bound_us.max((poll + latency + timeout) as u64);
+        if node.clock.drift_ppb.unsigned_abs() as f64 > spec.drift_bound * 1e9 {
+            drift_within_bound = false;
+        }
+    }
+    let last_fault = world
+        .schedule
+        .iter()
+        .map(|s| match s.action {
+            Action::Pause { for_ms, .. } => s.at_ms + for_ms,
+            _ => s.at_ms,
+        })
+        .max()
+        .unwrap_or(0);
+    // Liveness after the faults stop only applies once they do: a store
+    // that keeps failing never lets them stop.
+    let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode == fake_s3::ProviderMode::Honest;
+    let end_us = world.duration_ms * 1000;
+    let _ = entries;
+    Context {
+        nodes: world.node_names(),
+        drift_within_bound,
+        takeover_bound_us,
+        handover_bound_us,
+        quiet_from_us: if store_faults_stop { last_fault * 1000 } else { end_us },
+        store_reliable: store_faults_stop,
+        end_us,
+    }
+}
+
+fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<String, usize>, cpu: Duration) -> Stats {
+    let terms = invariants::terms(entries, context.end_us);
+    let mut failover_gaps_us = Vec::new();
+    let mut takeovers = 0;
+    for pair in terms.windows(2) {
+        if pair[0].node != pair[1].node {
+            takeovers += 1;
+            failover_gaps_us.push(pair[1].start_us.saturating_sub(pair[0].end_us));
+        }
+    }
+    let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
+    Stats {
+        simulated_secs: world.duration_ms as f64 / 1000.0,
+        cpu_secs: cpu.as_secs_f64(),
+        s3_requests: entries.iter().filter(|entry| matches!(entry.event, Event::Store(_))).count(),
+        terms: terms.len(),
+        takeovers,
+        failover_gaps_us,
+        faults,
+        stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries),
+        leader_hours: leader_us as f64 / 3.6e9,
+    }
+}

@@ -1,0 +1,236 @@
+//! What a simulated run consists of: the nodes and their settings, the fake
+//! S3's behaviour, the fault schedule and how long to run.
+//!
+//! These types are plain data with serde derives, so scenario files can be
+//! read straight into them and generated scenarios written back out.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clocks::ClockSpec;
+use crate::fake_s3::{Faults, ProviderMode};
+
+/// A whole simulated world.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct World {
+    /// The electing nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// The fake S3.
+    #[serde(default)]
+    pub s3: S3Spec,
+    /// Faults at set times.
+    #[serde(default)]
+    pub schedule: Vec<Scheduled>,
+    /// How long to run, in simulated milliseconds.
+    pub duration_ms: u64,
+    /// turmoil's tick. 10 ms keeps runs fast; drift scenarios need
+    /// ρ·TTL of at least ten ticks for drift bugs to show.
+    #[serde(default = "default_tick_ms")]
+    pub tick_ms: u64,
+    /// The simulated network between all hosts.
+    #[serde(default)]
+    pub network: NetworkSpec,
+}
+
+/// Latency and loss on every link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Smallest one-way message latency.
+    #[serde(default = "default_latency_min_ms")]
+    pub latency_min_ms: u64,
+    /// Largest one-way message latency.
+    #[serde(default = "default_latency_max_ms")]
+    pub latency_max_ms: u64,
+    /// Chance that a link starts dropping messages, per message.
+    #[serde(default)]
+    pub loss_rate: f64,
+    /// Chance that a dropping link recovers, per message.
+    #[serde(default = "default_repair_rate")]
+    pub loss_repair_rate: f64,
+}
+
+fn default_latency_min_ms() -> u64 {
+    1
+}
+
+fn default_latency_max_ms() -> u64 {
+    20
+}
+
+fn default_repair_rate() -> f64 {
+    1.0
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec {
+            latency_min_ms: default_latency_min_ms(),
+            latency_max_ms: default_latency_max_ms(),
+            loss_rate: 0.0,
+            loss_repair_rate: default_repair_rate(),
+        }
+    }
+}
+
+fn default_tick_ms() -> u64 {
+    10
+}
+
+/// One node: its name, clock, elector settings and leader-only workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Host name; also the owner name in the lease.
+    pub name: String,
+    /// The node's clock.
+    #[serde(default)]
+    pub clock: ClockSpec,
+    /// The elector's settings.
+    #[serde(default)]
+    pub elector: ElectorSpec,
+    /// What the node does while it leads.
+    #[serde(default)]
+    pub workload: WorkloadSpec,
+}
+
+/// Which decision rules the elector follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicySpec {
+    /// The library's safe policy.
+    #[default]
+    Ours,
+    /// The Go hoplock's rules, kept to show where they break.
+    Seed,
+}
+
+/// Elector settings; unset durations take the library's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElectorSpec {
+    /// Lease TTL.
+    #[serde(default = "default_ttl_ms")]
+    pub ttl_ms: u64,
+    /// Renew interval; default TTL/3.
+    #[serde(default)]
+    pub renew_ms: Option<u64>,
+    /// Poll interval; default TTL/15.
+    #[serde(default)]
+    pub poll_ms: Option<u64>,
+    /// Per-request timeout; default TTL/6.
+    #[serde(default)]
+    pub request_timeout_ms: Option<u64>,
+    /// Drift bound ρ.
+    #[serde(default = "default_drift_bound")]
+    pub drift_bound: f64,
+    /// Lock-delay after an involuntary takeover.
+    #[serde(default)]
+    pub lock_delay_ms: u64,
+    /// Decision policy.
+    #[serde(default)]
+    pub policy: PolicySpec,
+}
+
+fn default_ttl_ms() -> u64 {
+    6_000
+}
+
+fn default_drift_bound() -> f64 {
+    1e-3
+}
+
+impl Default for ElectorSpec {
+    fn default() -> Self {
+        ElectorSpec {
+            ttl_ms: default_ttl_ms(),
+            renew_ms: None,
+            poll_ms: None,
+            request_timeout_ms: None,
+            drift_bound: default_drift_bound(),
+            lock_delay_ms: 0,
+            policy: PolicySpec::Ours,
+        }
+    }
+}
+
+/// The leader-only work: a write to the fenced downstream resource every
+/// `write_every_ms`, carrying the term's generation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// How often the leader writes downstream.
+    #[serde(default = "default_write_every_ms")]
+    pub write_every_ms: u64,
+    /// After its context is cancelled, keep writing this long (a callback
+    /// that ignores cancellation). Zero: stop at once.
+    #[serde(default)]
+    pub ignore_cancellation_ms: u64,
+    /// Give up leadership (return from the work) after this long; `None`
+    /// holds until the context is cancelled.
+    #[serde(default)]
+    pub release_after_ms: Option<u64>,
+}
+
+fn default_write_every_ms() -> u64 {
+    500
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec { write_every_ms: default_write_every_ms(), ignore_cancellation_ms: 0, release_after_ms: None }
+    }
+}
+
+/// The fake S3's behaviour.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Spec {
+    /// Provider mode by its shared name (`honest`, `ignore-if-match`, ...).
+    #[serde(default)]
+    pub mode: ProviderMode,
+    /// Injected faults.
+    #[serde(default)]
+    pub faults: Faults,
+}
+
+/// A fault at a set time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scheduled {
+    /// When, in simulated milliseconds.
+    pub at_ms: u64,
+    /// What.
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// Fault actions, named after turmoil's verbs where it has them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Action {
+    /// Cut both directions between two hosts (`s3` is the store).
+    Partition { a: String, b: String },
+    /// Cut one direction only.
+    PartitionOneway { from: String, to: String },
+    /// Restore both directions.
+    Repair { a: String, b: String },
+    /// Hold messages between two hosts (delivered on release).
+    Hold { a: String, b: String },
+    /// Deliver held messages.
+    Release { a: String, b: String },
+    /// Stop a node's software at once; nothing is released.
+    Crash { node: String },
+    /// Start a crashed node again: a new process, a new incarnation.
+    Restart { node: String },
+    /// Stop the world for one node: no timers fire and no messages flow for
+    /// `for_ms`, then it resumes where it was.
+    Pause { node: String, for_ms: u64 },
+}
+
+impl World {
+    /// The node names, in order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.iter().map(|node| node.name.clone()).collect()
+    }
+}

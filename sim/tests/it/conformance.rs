@@ -1,0 +1,84 @@
+//! The fake S3 passes the library's backend conformance suite over the
+//! simulated network, with the production S3 backend on the client side.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hoplock::entropy::SeededEntropy;
+use hoplock::s3::config::Addressing;
+use hoplock::s3::credentials::CredentialSource;
+use hoplock::s3::sigv4::Credentials;
+use hoplock::s3::{S3Backend, S3Config};
+use hoplock::testing::conformance;
+use hoplock_sim::clocks::{ClockSpec, PauseSwitch, SimClock};
+use hoplock_sim::fake_s3::{self, FakeS3, Faults, Latency, OpFaults, ProviderMode};
+use hoplock_sim::transport::SimTransport;
+
+const EPOCH: Duration = Duration::from_secs(1_893_456_000);
+
+/// Runs the suite against a fake S3 in `mode` inside turmoil; returns the
+/// suite's verdict.
+fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), String> {
+    let epoch = SystemTime::UNIX_EPOCH + EPOCH;
+    let mut sim = turmoil::Builder::new()
+        .epoch(epoch)
+        .tick_duration(Duration::from_millis(1))
+        .simulation_duration(Duration::from_secs(600))
+        .rng_seed(7)
+        .build();
+    sim.host("s3", move || {
+        let faults = faults.clone();
+        async move {
+            let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+            let s3 = FakeS3::builder(clock, 1).mode(mode).faults(faults).credentials("AK", "SK").bucket("b").build()?;
+            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 9000)).await?;
+            fake_s3::server::serve(s3, listener, std::future::pending()).await;
+            Ok(())
+        }
+    });
+    let verdict = Arc::new(std::sync::Mutex::new(Err("the client never finished".to_string())));
+    let out = verdict.clone();
+    sim.client("client", async move {
+        let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+        let mut config = S3Config::new("b", "suite/lease.json");
+        config.endpoint = Some("http://s3:9000".into());
+        config.addressing = Addressing::PathStyle;
+        config.credentials = CredentialSource::Explicit(Credentials::new("AK", "SK"));
+        let backend = S3Backend::with_parts(
+            config,
+            Arc::new(SimTransport::new("s3:9000")),
+            clock,
+            Arc::new(SeededEntropy::new(3)),
+        )?;
+        let plant = backend.clone();
+        let result = conformance::run_all(&backend, move |bytes| async move {
+            plant.put_raw(bytes).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|failure| failure.to_string());
+        *out.lock().unwrap() = result;
+        Ok(())
+    });
+    sim.run().map_err(|err| err.to_string())?;
+    verdict.lock().unwrap().clone()
+}
+
+/// Latency on every request, so racing writers really overlap.
+fn slow_store() -> Faults {
+    let slow = OpFaults { latency: Latency::Uniform { min_ms: 5, max_ms: 60 }, ..OpFaults::default() };
+    Faults { read: slow.clone(), write: slow.clone(), delete: slow, ..Faults::default() }
+}
+
+#[test]
+fn the_honest_fake_passes_over_simulated_tcp() {
+    suite_over_simulated_tcp(ProviderMode::Honest, Faults::default()).unwrap();
+    suite_over_simulated_tcp(ProviderMode::Honest, slow_store()).unwrap();
+}
+
+#[test]
+fn a_broken_fake_fails_over_simulated_tcp() {
+    for mode in [ProviderMode::IgnoreIfNoneMatch, ProviderMode::IgnoreIfMatch, ProviderMode::NonAtomic] {
+        let failure = suite_over_simulated_tcp(mode, slow_store()).expect_err(&format!("{mode} passed the suite"));
+        assert!(failure.contains("race") || failure.contains("stale"), "{mode}: {failure}");
+    }
+}

@@ -1,0 +1,6 @@
+//! The simulator crate's one integration-test binary; each module tests one
+//! part.
+
+mod conformance;
+mod fake_s3;
+mod runs;

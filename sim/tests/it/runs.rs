@@ -1,0 +1,170 @@
+//! Whole simulated runs: determinism, the honest world's safety under every
+//! fault at once, the broken providers' violations, and the seed's policy
+//! beside ours.
+
+use std::collections::BTreeMap;
+
+use hoplock_sim::fake_s3::ProviderMode;
+use hoplock_sim::invariants::Property;
+use hoplock_sim::mix::{self, MixBounds};
+use hoplock_sim::runner::{self, Report};
+use hoplock_sim::world::{Action, NodeSpec, PolicySpec, Scheduled, World};
+
+fn run(world: &World, seed: u64) -> Report {
+    runner::run(world, seed).unwrap_or_else(|err| panic!("seed {seed}: {err}"))
+}
+
+/// The replay command for a failing seed, as the runner prints it.
+fn replay(what: &str, seed: u64) -> String {
+    format!("{what} with seed {seed}: rerun with `cargo test -p hoplock-sim --test it` and this seed")
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let mut bounds = MixBounds { duration_ms: 60_000, ..MixBounds::default() };
+    for mode in [ProviderMode::Honest, ProviderMode::NonAtomic] {
+        bounds.mode = mode;
+        for seed in [1, 2, 3, 42] {
+            let world = mix::world(seed, &bounds);
+            let (first, second) = (run(&world, seed), run(&world, seed));
+            assert_eq!(first.trace_hash, second.trace_hash, "{mode} seed {seed} diverged");
+            assert_eq!(first.entries, second.entries);
+            assert!(first.entries.len() > 100, "a run that does nothing proves nothing");
+        }
+        // Different seeds give different runs.
+        let (a, b) = (run(&mix::world(5, &bounds), 5), run(&mix::world(6, &bounds), 6));
+        assert_ne!(a.trace_hash, b.trace_hash);
+    }
+}
+
+#[test]
+fn an_honest_store_under_every_fault_at_once_never_breaks_safety() {
+    let bounds = MixBounds::default();
+    let mut faults: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut takeovers, mut simulated, mut cpu) = (0, 0.0, 0.0);
+    let mut failures = Vec::new();
+    for seed in 0..200 {
+        let world = mix::world(seed, &bounds);
+        let report = run(&world, seed);
+        for (kind, count) in &report.stats.faults {
+            *faults.entry(kind.clone()).or_default() += count;
+        }
+        takeovers += report.stats.takeovers;
+        simulated += report.stats.simulated_secs;
+        cpu += report.stats.cpu_secs;
+        failures.extend(report.violations.iter().map(|v| format!("{v} ({})", replay("mix", seed))));
+    }
+    eprintln!("200 seeds: {takeovers} takeovers, faults fired {faults:?}");
+    eprintln!("{simulated:.0} simulated seconds in {cpu:.1} CPU seconds ({:.0}x)", simulated / cpu);
+    assert!(failures.is_empty(), "{} violations:\n{}", failures.len(), failures.join("\n"));
+    // "No violation" must not come from faults that never fired.
+    for kind in [
+        "error-500",
+        "slow-down-503",
+        "conflict-409",
+        "ambiguous-success",
+        "partition",
+        "partition-oneway",
+        "crash",
+        "restart",
+    ] {
+        let fired = faults.get(kind).copied().unwrap_or(0);
+        assert!(fired >= 50, "{kind} fired only {fired} times");
+    }
+    assert!(takeovers >= 200, "only {takeovers} takeovers");
+}
+
+/// The first seed below 50 whose run breaks `property` under `mode`.
+fn first_violation(mode: ProviderMode, property: Property) -> Option<(u64, String)> {
+    let bounds = MixBounds { mode, duration_ms: 60_000, ..MixBounds::default() };
+    (0..50).find_map(|seed| {
+        let report = run(&mix::world(seed, &bounds), seed);
+        report.violations.iter().find(|v| v.property == property).map(|v| (seed, v.to_string()))
+    })
+}
+
+#[test]
+fn a_store_that_ignores_if_none_match_elects_two_leaders_in_one_generation() {
+    let found = first_violation(ProviderMode::IgnoreIfNoneMatch, Property::OneHolderPerGeneration);
+    let (seed, violation) = found.expect("ignore-if-none-match went unnoticed for 50 seeds");
+    eprintln!("caught at seed {seed}: {violation}");
+}
+
+#[test]
+fn a_store_that_ignores_if_match_elects_two_leaders_in_one_generation() {
+    let found = first_violation(ProviderMode::IgnoreIfMatch, Property::OneHolderPerGeneration);
+    let (seed, violation) = found.expect("ignore-if-match went unnoticed for 50 seeds");
+    eprintln!("caught at seed {seed}: {violation}");
+}
+
+#[test]
+fn a_non_atomic_store_is_caught() {
+    // AWS-style 409s on overlapping conditional writes would hide the
+    // missing lock, so they are off here.
+    let bounds =
+        MixBounds { mode: ProviderMode::NonAtomic, duration_ms: 60_000, conflict_409: false, ..MixBounds::default() };
+    // Two overlapping conditional writes that both win are exactly what the
+    // linearizability checker exists to see.
+    let found = (0..50).find_map(|seed| {
+        let report = run(&mix::world(seed, &bounds), seed);
+        report.violations.iter().find(|v| v.property == Property::Linearizable).map(|v| (seed, v.to_string()))
+    });
+    let (seed, violation) = found.expect("non-atomic went unnoticed for 50 seeds");
+    eprintln!("caught at seed {seed}: {violation}");
+}
+
+fn offset_world(policy: PolicySpec) -> World {
+    let nodes = (0..3)
+        .map(|i| {
+            let mut node = NodeSpec {
+                name: format!("n{i}"),
+                clock: Default::default(),
+                elector: Default::default(),
+                workload: Default::default(),
+            };
+            node.elector.policy = policy;
+            node
+        })
+        .collect::<Vec<_>>();
+    let mut world = World {
+        nodes,
+        s3: Default::default(),
+        schedule: Vec::new(),
+        duration_ms: 60_000,
+        tick_ms: 10,
+        network: Default::default(),
+    };
+    // A contender whose wall clock is two minutes ahead: far beyond the
+    // seed's (zero) margin, and irrelevant to ours.
+    world.nodes[2].clock.offset_ms = 120_000;
+    world.schedule.push(Scheduled { at_ms: 30_000, action: Action::Crash { node: "n2".into() } });
+    world
+}
+
+#[test]
+fn the_seeds_policy_overlaps_under_clock_offset_where_ours_does_not() {
+    let (mut seed_overlaps, mut our_overlaps) = (0, 0);
+    for seed in 0..8 {
+        let theirs = run(&offset_world(PolicySpec::Seed), seed);
+        let ours = run(&offset_world(PolicySpec::Ours), seed);
+        seed_overlaps += theirs.violations.iter().filter(|v| v.property == Property::NoBeliefOverlap).count();
+        our_overlaps += ours.violations.iter().filter(|v| v.property == Property::NoBeliefOverlap).count();
+        assert!(ours.violations.is_empty(), "ours, seed {seed}: {:?}", ours.violations);
+    }
+    eprintln!("belief overlaps over 8 seeds: seed policy {seed_overlaps}, ours {our_overlaps}");
+    assert!(seed_overlaps > 0, "the seed's policy was not caught");
+    assert_eq!(our_overlaps, 0);
+}
+
+#[test]
+fn simulation_speed_for_five_nodes_over_ten_minutes() {
+    let bounds = MixBounds { nodes: (5, 5), duration_ms: 600_000, faults: 20, ..MixBounds::default() };
+    let report = run(&mix::world(7, &bounds), 7);
+    // A figure, not a gate: speed is measured, not asserted, in tests.
+    eprintln!(
+        "5 nodes, 600 simulated seconds: {:.2} CPU seconds, {:.0} simulated seconds per CPU second",
+        report.stats.cpu_secs,
+        report.stats.simulated_secs / report.stats.cpu_secs
+    );
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
