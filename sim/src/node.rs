@@ -190,6 +190,12 @@ impl Workload {
                     if stop_writing_at.is_some_and(|stop| self.clock.now() >= stop) {
                         return;
                     }
+                    // The write is on its way now; it lands after its
+                    // latency whatever happens to the context meanwhile.
+                    let latency = Duration::from_millis(self.spec.write_latency_ms);
+                    if !latency.is_zero() {
+                        self.clock.sleep_until(self.clock.now() + latency).await;
+                    }
                     self.downstream.write(&self.history, &self.node, generation);
                     next_write = next_write + every;
                 }

@@ -162,6 +162,12 @@ pub struct WorkloadSpec {
     /// How often the leader writes downstream.
     #[serde(default = "default_write_every_ms")]
     pub write_every_ms: u64,
+    /// How long a downstream write is in flight: the leader decides to
+    /// write, then the write lands this much later without looking at its
+    /// context again, as a real request on the wire does. A pause in that
+    /// gap makes the write land stale.
+    #[serde(default = "default_write_latency_ms")]
+    pub write_latency_ms: u64,
     /// After its context is cancelled, keep writing this long (a callback
     /// that ignores cancellation). Zero: stop at once.
     #[serde(default)]
@@ -176,9 +182,18 @@ fn default_write_every_ms() -> u64 {
     500
 }
 
+fn default_write_latency_ms() -> u64 {
+    20
+}
+
 impl Default for WorkloadSpec {
     fn default() -> Self {
-        WorkloadSpec { write_every_ms: default_write_every_ms(), ignore_cancellation_ms: 0, release_after_ms: None }
+        WorkloadSpec {
+            write_every_ms: default_write_every_ms(),
+            write_latency_ms: default_write_latency_ms(),
+            ignore_cancellation_ms: 0,
+            release_after_ms: None,
+        }
     }
 }
 
