@@ -183,3 +183,23 @@ async fn an_unreachable_endpoint_says_it_cannot_reach_the_store() {
     let err = store(&config).read().await.unwrap_err();
     assert!(matches!(&err, BackendError::Transient(m) if m.contains("cannot reach the store")), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_clock_far_off_the_stores_is_reported_with_the_measured_skew() {
+    let Some(config) = server() else { return };
+    // A wall clock 20 minutes ahead: SigV4 allows 15.
+    let ahead = hoplock::clock::DriftingClock::new(std::time::SystemTime::now() + Duration::from_secs(1200), 0);
+    let transport = hoplock::s3::transport::ReqwestTransport::new(&config.transport).unwrap();
+    let backend = S3Backend::with_parts(
+        config.clone(),
+        std::sync::Arc::new(transport),
+        std::sync::Arc::new(ahead),
+        std::sync::Arc::new(OsEntropy),
+    )
+    .unwrap();
+    let err = backend.read().await.unwrap_err();
+    let BackendError::Config(message) = &err else { panic!("{err:?}") };
+    assert!(message.contains("wall clock differs") && message.contains("fix the clock"), "{message}");
+    // The skew is measured from the server's Date header: about -1200 s.
+    assert!(message.contains("-1200 s") || message.contains("-1199 s") || message.contains("-1201 s"), "{message}");
+}

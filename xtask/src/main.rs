@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         "fake-s3" => fake_s3::run(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table"
+                "usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
             );
             return ExitCode::from(2);
         }
