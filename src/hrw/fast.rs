@@ -24,6 +24,14 @@
 //! A lookup hashes the key once and then mixes it with each precomputed
 //! member hash. The scalar kernel is the reference; on x86-64 an AVX-512 or
 //! AVX2 kernel is picked at run time and must agree with it exactly.
+//!
+//! Selecting the best 2 to 4 members (the common replica counts) must cost
+//! little more than the owner's arg-max scan. A selection that inserts into
+//! a sorted list pays a mispredicted branch per insertion, which at a few
+//! hundred members costs more than the scan itself, so the scalar and
+//! AVX-512 kernels have branch-free paths for it (`top_lanes_scalar` and
+//! `x86::top_tagged`); they decline, and the general path answers, only for
+//! exact or near ties and for sets they do not cover.
 
 use std::mem::MaybeUninit;
 
@@ -119,8 +127,8 @@ impl Kernel {
             // `is_x86_feature_detected!("avx2")` returned true.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { x86::owner_avx2(key_hash, members) },
-            // SAFETY: `Kernel::Avx512` is only constructed after both
-            // features were detected.
+            // SAFETY: `Kernel::Avx512` is only constructed after AVX-512F,
+            // AVX-512DQ and POPCNT were detected.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => unsafe { x86::owner_avx512(key_hash, members) },
         }
@@ -144,8 +152,11 @@ impl Kernel {
         // for sets it does not cover and for exact weight ties.
         let done = match n {
             2 => self.top_few::<2, 3>(key_hash, members, &mut emit),
-            3 => self.top_few::<3, 4>(key_hash, members, &mut emit),
-            4 => self.top_few::<4, 5>(key_hash, members, &mut emit),
+            // A spare entry per lane costs two operations per chunk; without
+            // it, a lookup whose winners all share a lane rescans that lane,
+            // which for three or more winners is rare enough to be cheaper.
+            3 => self.top_few::<3, 3>(key_hash, members, &mut emit),
+            4 => self.top_few::<4, 4>(key_hash, members, &mut emit),
             _ => false,
         };
         if done {
@@ -179,7 +190,7 @@ impl Kernel {
     }
 
     /// The best `K` members, best first, by the branch-free kernels; `L` is
-    /// `K + 1` (the AVX-512 kernel keeps one more per lane than it returns).
+    /// how many the AVX-512 kernel keeps per lane, `K` or `K + 1`.
     /// Returns `false`, having emitted nothing, when the kernel declines.
     #[inline]
     fn top_few<const K: usize, const L: usize>(
@@ -310,9 +321,10 @@ const LANE_RANKED: usize = 4;
 /// branches. The `K`-th largest maximum is a floor that at least `K`
 /// distinct members reach, and every member at or above it sits in a lane
 /// whose maximum is at or above it: typically exactly `K` lanes, holding
-/// `K` or a few more such members. Only those lanes are rescanned, with a
-/// branch-free compaction, and the hits are ranked without branches. Any
-/// members after the block then meet a floor that is already high.
+/// `K` or a few more such members. Only those lanes are rescanned, each into
+/// a bit mask of its rows that reach the floor, and the few hits are ranked
+/// without branches. Any members after the block then meet a floor that is
+/// already high.
 fn top_lanes_scalar<const K: usize>(key_hash: u64, members: &[u64], out: &mut [usize; K]) -> bool {
     const { assert!(K >= 1 && K <= LANES && K <= LANE_RANKED) };
     let len = members.len();
@@ -321,8 +333,8 @@ fn top_lanes_scalar<const K: usize>(key_hash: u64, members: &[u64], out: &mut [u
     }
     let (head, rest) = members.split_at(len.min(LANES_BLOCK));
     let rows = head.len().div_ceil(LANES);
-    // Not zeroed: clearing a kilobyte costs more than a quarter of the
-    // whole selection at N = 100.
+    // Not zeroed: clearing a kilobyte on every lookup was a measurable part
+    // of the selection at N = 100.
     let mut buffer = [MaybeUninit::<u64>::uninit(); LANES_BLOCK];
     let mut maxima = [0u64; LANES];
     let chunks = head.chunks_exact(LANES);
@@ -363,17 +375,22 @@ fn top_lanes_scalar<const K: usize>(key_hash: u64, members: &[u64], out: &mut [u
     while lanes != 0 {
         let lane = lanes.trailing_zeros() as usize;
         lanes &= lanes - 1;
-        for (index, &w) in weights.iter().enumerate().skip(lane).step_by(LANES) {
-            // Every member is written to the next free slot; only hits
-            // advance it.
-            let slot = count.min(LANE_HITS - 1);
-            hit_weights[slot] = w;
-            hit_indices[slot] = index;
-            count += usize::from(w >= floor);
+        // Which rows of this lane reach the floor: independent comparisons,
+        // no chain through a running count.
+        let mut rows_hit = 0u32;
+        for (row, &w) in weights.iter().skip(lane).step_by(LANES).enumerate() {
+            rows_hit |= u32::from(w >= floor) << row;
         }
-    }
-    if count >= LANE_HITS {
-        return false;
+        while rows_hit != 0 {
+            let index = rows_hit.trailing_zeros() as usize * LANES + lane;
+            rows_hit &= rows_hit - 1;
+            if count == LANE_HITS {
+                return false;
+            }
+            hit_weights[count] = weights[index];
+            hit_indices[count] = index;
+            count += 1;
+        }
     }
     // Rank every hit by how many hits rank ahead of it; the first K ranks
     // are the answer. Slot K is a sink for the others.
@@ -386,15 +403,15 @@ fn top_lanes_scalar<const K: usize>(key_hash: u64, members: &[u64], out: &mut [u
     let ranked = &mut ranked[..=K];
     if count <= LANE_RANKED {
         // Fixed trip counts: slots past `count` are masked out.
-        for a in 0..LANE_RANKED {
+        for (a, &index) in hit_indices.iter().enumerate().take(LANE_RANKED) {
             let rank = (0..LANE_RANKED).map(|b| usize::from(ahead(b, a) & (b < count))).sum::<usize>();
             let slot = if a < count { rank.min(K) } else { K };
-            ranked[slot] = hit_indices[a];
+            ranked[slot] = index;
         }
     } else {
-        for a in 0..count {
+        for (a, &index) in hit_indices.iter().enumerate().take(count) {
             let rank = (0..count).map(|b| usize::from(ahead(b, a))).sum::<usize>();
-            ranked[rank.min(K)] = hit_indices[a];
+            ranked[rank.min(K)] = index;
         }
     }
     out.copy_from_slice(&ranked[..K]);
@@ -698,7 +715,7 @@ mod x86 {
 
     /// How many members `top_tagged` inserts into its lists before it
     /// compares each chunk with the floor first.
-    const TAGGED_HEAD: usize = 128;
+    const TAGGED_HEAD: usize = 1024;
 
     /// Inserts `packed` into the lane-wise lists, best first, keeping the
     /// best `L` of each lane: `min` and `max` only, no masks or branches.
@@ -751,9 +768,9 @@ mod x86 {
     }
 
     /// The best `K` of `members` (at most [`TAGGED_MAX`]), best first, into
-    /// `out`; `L` must be `K + 1`. Returns `false` when packed weights
-    /// cannot decide (see below), which needs two weights that agree in
-    /// their top 48 bits.
+    /// `out`, keeping `L` (`K` or `K + 1`) per lane. Returns `false` when
+    /// packed weights cannot decide (see below), which needs two weights
+    /// that agree in their top 48 bits.
     ///
     /// A weight is packed as its top 48 bits above a 16-bit tag,
     /// `TAG_MASK - index`, so one unsigned `max` orders members and carries
@@ -765,10 +782,14 @@ mod x86 {
     /// Packed order is weight order for members whose top 48 bits differ.
     /// Let `h` be the top 48 bits of the `K`-th packed weight; every member
     /// of the true best `K` has top bits of at least `h`. If exactly `K`
-    /// list entries reach `h` (a lane with more members there would show
-    /// all `L > K` of its entries) and the `K` winners' top bits are
-    /// distinct, the winners are the true best `K` in the true order.
-    /// Otherwise the caller's exact path answers.
+    /// list entries reach `h` and the `K` winners' top bits are distinct,
+    /// the winners are the true best `K` in the true order, provided no
+    /// lane hides a member that reaches `h`. A lane with more members there
+    /// than it keeps shows all `L` of its entries reaching `h`: with
+    /// `L > K` that alone exceeds `K` entries, and with `L == K` such a lane
+    /// holds all `K` winners (for random weights, one lookup in
+    /// `8^(K-1)`), and its members are counted directly. Otherwise the
+    /// caller's exact path answers.
     ///
     /// After the first [`TAGGED_HEAD`] members a chunk is weighed and
     /// compared with the current `h` first, and only a chunk with a member
@@ -783,7 +804,7 @@ mod x86 {
         members: &[u64],
         out: &mut [usize; K],
     ) -> bool {
-        const { assert!(K >= 1 && L == K + 1) };
+        const { assert!(K >= 1 && (L == K || L == K + 1)) };
         let len = members.len();
         if len > TAGGED_MAX {
             return false;
@@ -831,6 +852,18 @@ mod x86 {
             reaching += _mm512_cmpge_epu64_mask(*list, floor).count_ones();
         }
         let mut decided = reaching as usize == K;
+        if L == K {
+            let full = _mm512_cmpge_epu64_mask(lists[K - 1], floor);
+            if full != 0 {
+                // All K winners share this lane, which keeps no spare entry
+                // to show whether another of its members reaches the floor
+                // too: count them directly.
+                let lane = full.trailing_zeros() as usize;
+                let floor = _mm_cvtsi128_si64(_mm512_castsi512_si128(floor)) as u64;
+                let reaching = members.iter().skip(lane).step_by(8).filter(|&&m| weight(key_hash, m) >= floor);
+                decided &= reaching.count() == K;
+            }
+        }
         let mut above = u64::MAX;
         for (slot, packed) in out.iter_mut().zip(best) {
             let packed = _mm_cvtsi128_si64(_mm512_castsi512_si128(packed)) as u64;
@@ -1055,9 +1088,10 @@ mod tests {
     #[test]
     fn a_weight_of_zero_is_handled_by_every_kernel() {
         // The weight is 0 exactly when the key hash equals the member hash.
-        for len in 1..=20u64 {
+        // Lengths past 32 and 128 reach the few-replica kernels' blocks.
+        for len in (1..=20u64).chain([33, 40, 100, 128, 129, 300]) {
             let members: Vec<u64> = (0..len).collect();
-            for key in 0..len {
+            for key in (0..len).step_by(len.div_ceil(20) as usize) {
                 for kernel in Kernel::available() {
                     for n in 1..=5 {
                         let mut got = Vec::new();
@@ -1072,7 +1106,7 @@ mod tests {
     #[test]
     fn ties_go_to_the_lower_index_in_every_kernel() {
         // All members equal: every weight ties, so index 0 owns.
-        for len in 1..=33usize {
+        for len in (1..=33usize).chain([40, 100, 128, 129, 300]) {
             let members = vec![7u64; len];
             for kernel in Kernel::available() {
                 assert_eq!(kernel.owner(3, &members), Some(0), "{kernel:?} len {len}");
@@ -1083,6 +1117,122 @@ mod tests {
                     assert_eq!(got, (0..len.min(n)).collect::<Vec<_>>(), "{kernel:?} len {len} n {n}");
                 }
             }
+        }
+    }
+
+    /// The member hash whose weight for `key` is `weight`: the finaliser is
+    /// a bijection, and this is its inverse.
+    fn member_with_weight(key: u64, weight: u64) -> u64 {
+        let inverse = |m: u64| (0..6).fold(m, |x, _| x.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(x))));
+        let unshift = |z: u64, s: u32| (1..=64 / s).fold(z, |acc, k| acc ^ (z >> (s * k)));
+        let mut z = unshift(weight, 31);
+        z = z.wrapping_mul(inverse(MIX_MUL_2));
+        z = unshift(z, 27);
+        z = z.wrapping_mul(inverse(MIX_MUL_1));
+        unshift(z, 30) ^ key
+    }
+
+    #[test]
+    fn weights_that_agree_in_their_top_bits_are_still_ordered_exactly() {
+        // The AVX-512 few-replica kernel orders by the top 48 bits of a
+        // weight and must notice when those do not decide.
+        let key = key_hash(b"collide");
+        for weight in [0, 1, u64::MAX, 0x1234_5678_9abc_def0] {
+            assert_eq!(self::weight(key, member_with_weight(key, weight)), weight);
+        }
+        let top = |high: u64, low: u64| (high << 16) | low;
+        let high = 0xffff_ffff_fff0;
+        for len in [3usize, 4, 10, 40, 100, 127, 128, 129, 300, 1000] {
+            let places = [(0, 1), (1, 0), (len - 1, 0), (len / 2, len / 3 + 1), (2, len - 1)];
+            for (case, &(a, b)) in places.iter().enumerate() {
+                if a == b || a >= len || b >= len {
+                    continue;
+                }
+                let members: Vec<u64> = (0..len as u64).map(|i| member_hash(&i.to_le_bytes())).collect();
+                // Two leaders that tie in the top bits, the heavier later…
+                let mut first = members.clone();
+                first[a] = member_with_weight(key, top(high, 0x0001));
+                first[b] = member_with_weight(key, top(high, 0xfffe));
+                // …and two that tie at the boundary of the best three.
+                let mut boundary = first.clone();
+                boundary[a] = member_with_weight(key, top(high, 9));
+                boundary[b] = member_with_weight(key, top(high - 1, 5));
+                let c = (a + b + 1) % len;
+                if c != a && c != b {
+                    boundary[c] = member_with_weight(key, top(high - 1, 0xff00));
+                }
+                for members in [&first, &boundary] {
+                    for kernel in Kernel::available() {
+                        for n in 1..=5 {
+                            let mut got = Vec::new();
+                            kernel.top(key, members, n, |i| got.push(i));
+                            assert_eq!(got, reference_top(key, members, n), "{kernel:?} len {len} case {case} n {n}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn winners_that_share_a_lane_are_found_exactly() {
+        // The AVX-512 kernel keeps only as many entries per lane as it
+        // returns for three or more winners; when they all share a lane,
+        // another member of that lane may tie them in the top bits.
+        let key = key_hash(b"one lane");
+        let top = |high: u64, low: u64| (high << 16) | low;
+        let high = 0xffff_ffff_fff0;
+        for len in [24usize, 40, 100, 1000, 1030, 1500] {
+            for lane in [0usize, 3, 7] {
+                let members: Vec<u64> = (0..len as u64).map(|i| member_hash(&i.to_le_bytes())).collect();
+                let mut shared = members.clone();
+                for (rank, slot) in [lane + 8, lane, lane + 16, lane + 24].into_iter().enumerate() {
+                    if slot < len {
+                        shared[slot] = member_with_weight(key, top(high - rank as u64, 7));
+                    }
+                }
+                // A later member of the same lane that ties the fourth in
+                // its top bits but is heavier, so it is third or fourth.
+                let mut hidden = shared.clone();
+                if let Some(slot) = (lane + 32..len).step_by(8).next_back() {
+                    hidden[slot] = member_with_weight(key, top(high - 3, 0xfff0));
+                }
+                for members in [&shared, &hidden] {
+                    for kernel in Kernel::available() {
+                        for n in 1..=5 {
+                            let mut got = Vec::new();
+                            kernel.top(key, members, n, |i| got.push(i));
+                            assert_eq!(got, reference_top(key, members, n), "{kernel:?} len {len} lane {lane} n {n}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sets_too_large_for_tags_take_the_general_path() {
+        let len = x86_tag_limit() + 10;
+        let members: Vec<u64> = (0..len as u64).map(|i| member_hash(&i.to_le_bytes())).collect();
+        for key in 0..2u64 {
+            for kernel in Kernel::available() {
+                for n in [2, 3, 4] {
+                    let mut got = Vec::new();
+                    kernel.top(key, &members, n, |i| got.push(i));
+                    assert_eq!(got, reference_top(key, &members, n), "{kernel:?} n {n}");
+                }
+            }
+        }
+    }
+
+    fn x86_tag_limit() -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            x86::TAGGED_MAX
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            65_535
         }
     }
 }

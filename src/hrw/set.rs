@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use super::capacity;
 use super::fast::{self, Kernel};
 use super::select;
-use super::sha::{IdTail, KeyStream, OneBlock};
+use super::sha::{self, IdTail, KeyStream, OneBlock};
 use super::{Member, WeightFn};
 
 /// Whether lookups may use SIMD kernels.
@@ -195,6 +195,10 @@ impl MemberSet {
         match self.options.weight_fn {
             WeightFn::Fast => self.kernel.owner(fast::key_hash(key), &self.fast_hashes),
             WeightFn::GoSha256 => {
+                let long_id = |index: usize| KeyStream::new(key).weight(self.members[index].id.as_bytes());
+                if let Some(owner) = sha::owner(key, &self.sha_tails, long_id) {
+                    return owner;
+                }
                 let mut weigher = self.weigher(key);
                 select::argmax(len, |start, out| weigher.fill(start, out))
             }

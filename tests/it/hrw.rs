@@ -118,6 +118,37 @@ fn naive_replicas(key: &str, members: &[Member], n: usize) -> Vec<String> {
 }
 
 #[test]
+fn go_sha256_owner_matches_the_naive_seed_around_the_one_block_limits() {
+    // Keys of every length up to past one block, against sets of 1 to 9
+    // members (every remainder of the four-way SHA-NI interleave) whose ids
+    // straddle the longest id that still fits in one block with the key.
+    let id_lengths = [0usize, 1, 12, 30, 38, 39, 40, 53, 54, 55, 70];
+    for key_len in 0..=70usize {
+        let key: String = (0..key_len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        for size in 1..=9usize {
+            let list: Vec<Member> = (0..size)
+                .map(|i| {
+                    let len = id_lengths[(i * 7 + key_len) % id_lengths.len()];
+                    Member::new(format!("{i}{}", "x".repeat(len)), "")
+                })
+                .collect();
+            let expected = naive_replicas(&key, &list, 3);
+            for set in all_sets(WeightFn::GoSha256, &list) {
+                assert_eq!(
+                    set.owner(&key).map(|m| m.id.as_str()),
+                    Some(expected[0].as_str()),
+                    "key {key_len} size {size}"
+                );
+                assert_eq!(ids(set.replicas(&key, 3)), expected, "key {key_len} size {size}");
+                for member in &list {
+                    assert_eq!(set.is_owner(&key, &member.id), member.id == expected[0]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn empty_sets_own_nothing() {
     for weight_fn in WEIGHT_FNS {
         assert!(weight_fn.owner("k", &[]).is_none());
@@ -259,6 +290,7 @@ proptest! {
         let free: Vec<&str> = ids(WeightFn::GoSha256.replicas(&key, &list, n));
         prop_assert_eq!(&free, &expected);
         let set = MemberSet::with_options(list, Options { weight_fn: WeightFn::GoSha256, ..Options::default() });
+        prop_assert_eq!(set.owner(&key).map(|m| m.id.as_str()), expected.first().map(String::as_str));
         prop_assert_eq!(ids(set.replicas(&key, n)), expected);
     }
 
