@@ -59,6 +59,16 @@ fn start(name: &'static str, store: &MemoryBackend, seed: u64, origin: Instant) 
     Node { name, elector, network, task: Some(task) }
 }
 
+/// Crashes a node: its store calls hang and its task is gone, so nothing is
+/// released and the others must wait out the TTL.
+fn crash(node: &mut Node, origin: Instant) {
+    println!("{:7.3}s  --  {} crashes", origin.elapsed().as_secs_f64(), node.name);
+    node.network.set(Fault::Hang);
+    if let Some(task) = node.task.take() {
+        task.abort();
+    }
+}
+
 fn leader(nodes: &[Node]) -> Option<usize> {
     nodes.iter().position(|node| node.elector.is_leader())
 }
@@ -82,11 +92,7 @@ async fn main() {
     // A crash: the new leader vanishes without releasing. The others wait
     // out the TTL on their own clocks, then one takes over.
     let second = leader(&nodes).expect("someone took over");
-    println!("{:7.3}s  --  {} crashes", origin.elapsed().as_secs_f64(), nodes[second].name);
-    nodes[second].network.set(Fault::Hang);
-    if let Some(task) = nodes[second].task.take() {
-        task.abort();
-    }
+    crash(&mut nodes[second], origin);
     sleep(Duration::from_secs(15)).await;
 
     // The crashed node restarts under the same name: a new incarnation, so
@@ -97,11 +103,7 @@ async fn main() {
     sleep(Duration::from_secs(5)).await;
 
     let third = leader(&nodes).expect("someone leads");
-    println!("{:7.3}s  --  {} crashes", origin.elapsed().as_secs_f64(), nodes[third].name);
-    nodes[third].network.set(Fault::Hang);
-    if let Some(task) = nodes[third].task.take() {
-        task.abort();
-    }
+    crash(&mut nodes[third], origin);
     sleep(Duration::from_secs(15)).await;
     let last = leader(&nodes).expect("someone leads");
     println!(

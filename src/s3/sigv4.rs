@@ -639,14 +639,21 @@ impl AmzTime {
     fn from_system_time(time: SystemTime) -> Result<Self, SignError> {
         // Sub-second precision is dropped: x-amz-date has none.
         let secs = time.duration_since(UNIX_EPOCH).map_err(|_| SignError::TimeOutOfRange)?.as_secs();
-        let days = i64::try_from(secs / 86_400).map_err(|_| SignError::TimeOutOfRange)?;
-        let (year, month, day) = civil_from_days(days);
-        if year > 9999 {
-            return Err(SignError::TimeOutOfRange);
+        // The calendar arithmetic lives in one place; this only reshapes
+        // `YYYY-MM-DDTHH:MM:SS.mmmZ` into the basic `YYYYMMDDTHHMMSSZ`.
+        let stamp = crate::rfc3339::format(UNIX_EPOCH + Duration::from_secs(secs));
+        if stamp.len() != 24 {
+            return Err(SignError::TimeOutOfRange); // a year past 9999
         }
-        let of_day = secs % 86_400;
-        let (hour, minute, second) = (of_day / 3600, of_day % 3600 / 60, of_day % 60);
-        let date_time = format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z");
+        let date_time = format!(
+            "{}{}{}T{}{}{}Z",
+            &stamp[0..4],
+            &stamp[5..7],
+            &stamp[8..10],
+            &stamp[11..13],
+            &stamp[14..16],
+            &stamp[17..19]
+        );
         let mut date = [b'0'; 8];
         date.copy_from_slice(&date_time.as_bytes()[..8]);
         Ok(Self { date, date_time })
@@ -656,65 +663,25 @@ impl AmzTime {
 /// Parses a basic ISO 8601 `YYYYMMDDTHHMMSSZ` into a time, checking every
 /// field's range.
 fn parse_amz_date(value: &[u8]) -> Option<SystemTime> {
-    if value.len() != 16 || value[8] != b'T' || value[15] != b'Z' {
+    // ASCII only, so the byte slicing below stays on character boundaries.
+    if value.len() != 16 || !value.is_ascii() || value[8] != b'T' || value[15] != b'Z' {
         return None;
     }
-    let number = |range: std::ops::Range<usize>| -> Option<u32> {
-        value[range].iter().try_fold(0u32, |acc, &b| b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0')))
-    };
-    let (year, month, day) = (number(0..4)?, number(4..6)?, number(6..8)?);
-    let (hour, minute, second) = (number(9..11)?, number(11..13)?, number(13..15)?);
-    if year < 1970
-        || !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
+    let text = std::str::from_utf8(value).ok()?;
+    // SigV4 has no leap seconds; RFC 3339 allows :60, so refuse it here.
+    if &text[13..15] == "60" {
         return None;
     }
-    let days = u64::try_from(days_from_civil(i64::from(year), month, day)).ok()?;
-    let secs = days * 86_400 + u64::from(hour * 3600 + minute * 60 + second);
-    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-}
-
-fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = i64::from((month + 9) % 12);
-    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    // Both values are small and non-negative by construction.
-    let day = u32::try_from(day_of_year - (153 * month_from_march + 2) / 5 + 1).unwrap_or(1);
-    let month =
-        u32::try_from(if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 }).unwrap_or(1);
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let stamp = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &text[0..4],
+        &text[4..6],
+        &text[6..8],
+        &text[9..11],
+        &text[11..13],
+        &text[13..15]
+    );
+    crate::rfc3339::parse(&stamp).ok()
 }
 
 // ---------------------------------------------------------------------------
