@@ -36,7 +36,11 @@ fn server() -> Option<S3Config> {
     config.endpoint = Some(endpoint);
     config.addressing = Addressing::PathStyle;
     config.region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into());
-    config.request_timeout = Duration::from_secs(5);
+    // A freshly started server can take several seconds over its first
+    // writes (it grows volumes on demand); a slow answer is not what these
+    // tests are about, so give each request room.
+    config.request_timeout = Duration::from_secs(30);
+    config.operation_deadline = Duration::from_secs(60);
     Some(config)
 }
 

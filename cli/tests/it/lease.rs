@@ -31,6 +31,8 @@ impl Target {
             .arg("lease")
             .args(args)
             .args(["--endpoint", &self.endpoint, "--bucket", &self.bucket, "--key", &self.key, "--path-style"])
+            // A freshly started server can be slow over its first writes.
+            .args(["--request-timeout", "30s"])
             .output()
             .unwrap()
     }
@@ -39,6 +41,8 @@ impl Target {
         let mut config = S3Config::new(&self.bucket, &self.key);
         config.endpoint = Some(self.endpoint.clone());
         config.addressing = Addressing::PathStyle;
+        config.request_timeout = std::time::Duration::from_secs(30);
+        config.operation_deadline = std::time::Duration::from_secs(60);
         S3Backend::new(config).unwrap()
     }
 }
