@@ -899,6 +899,18 @@ impl<B: Backend> Inner<B> {
     }
 }
 
+impl Held {
+    /// Records a write of ours that the store confirmed: the term now runs
+    /// from its send time, and older unresolved writes can no longer land.
+    fn confirm(&mut self, version: Version, record: LeaseRecord, sent_at: Instant, ends_at: Instant) {
+        self.version = version;
+        self.record = record;
+        self.sent_at = sent_at;
+        self.ends_at = ends_at;
+        self.pending.clear();
+    }
+}
+
 enum Renewal {
     Renewed {
         version: Version,
@@ -975,21 +987,13 @@ impl<B: Backend> TermGuard<B> {
             let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
-                    held.version = version;
-                    held.record = record;
-                    held.sent_at = sent_at;
-                    held.ends_at = inner.core().lease_end(sent_at);
-                    held.pending.clear();
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
                     inner.emit(Event::Renewed { generation: held.record.generation });
                 }
                 Renewal::Adopt { version, record, sent_at } => {
-                    held.version = version;
-                    held.record = record;
-                    held.sent_at = sent_at;
-                    held.ends_at = inner.core().lease_end(sent_at);
-                    held.pending.clear();
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
                     // The adopted write is older than the attempt just made,
                     // so renew again soon.
                     next_renewal = inner.clock.now() + retry;

@@ -169,7 +169,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // Store events are collected after each tick; order everything by time,
     // keeping the recording order between equal times.
     entries.sort_by_key(|entry| entry.at_us);
-    let context = checker_context(world, &entries);
+    let context = checker_context(world);
     let violations = invariants::check_all(&entries, &context);
     let stats = stats(world, &entries, &context, fault_counts, started.elapsed());
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
@@ -322,7 +322,7 @@ fn validate(world: &World) -> Result<(), SimError> {
     world.s3.faults.validate().map_err(|err| SimError::InvalidWorld(err.to_string()))
 }
 
-fn checker_context(world: &World, entries: &[Entry]) -> Context {
+fn checker_context(world: &World) -> Context {
     let mut takeover_bound_us = 0;
     let mut handover_bound_us = 0;
     let mut drift_within_bound = true;
@@ -355,7 +355,6 @@ fn checker_context(world: &World, entries: &[Entry]) -> Context {
     // that keeps failing never lets them stop.
     let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode == fake_s3::ProviderMode::Honest;
     let end_us = world.duration_ms * 1000;
-    let _ = entries;
     Context {
         nodes: world.node_names(),
         drift_within_bound,

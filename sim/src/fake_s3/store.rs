@@ -310,15 +310,7 @@ impl Store {
         if let Some(EtagCondition::Tags(_)) = conditions.if_none_match {
             return Err(Refusal::NotImplemented("If-None-Match on PUT supports only `*`"));
         }
-        if let Some(condition) = &conditions.if_match {
-            match current {
-                None => return Err(Refusal::NoSuchKey),
-                Some(object) if !condition.matches(object) => {
-                    return Err(Refusal::PreconditionFailed { header: "If-Match" });
-                }
-                Some(_) => {}
-            }
-        }
+        check_if_match(current, conditions)?;
         if conditions.if_none_match.is_some() && current.is_some() {
             return Err(Refusal::PreconditionFailed { header: "If-None-Match" });
         }
@@ -362,15 +354,7 @@ impl Store {
     /// missing key succeeds.
     pub fn check_delete(&self, bucket: &str, key: &str, conditions: &Conditions) -> Result<(), Refusal> {
         let current = self.timeline(bucket, key)?.and_then(Timeline::current);
-        if let Some(condition) = &conditions.if_match {
-            match current {
-                None => return Err(Refusal::NoSuchKey),
-                Some(object) if !condition.matches(object) => {
-                    return Err(Refusal::PreconditionFailed { header: "If-Match" });
-                }
-                Some(_) => {}
-            }
-        }
+        check_if_match(current, conditions)?;
         Ok(())
     }
 
@@ -423,6 +407,19 @@ fn read_with(object: Option<&Object>, conditions: &Conditions) -> Result<Object,
         return Err(Refusal::NotModified { etag: object.etag.clone(), last_modified: object.last_modified });
     }
     Ok(object.clone())
+}
+
+/// The `If-Match` rule shared by PUT and DELETE: a condition on a missing
+/// key is 404 `NoSuchKey`, on another version 412.
+fn check_if_match(current: Option<&Object>, conditions: &Conditions) -> Result<(), Refusal> {
+    match (&conditions.if_match, current) {
+        (None, _) => Ok(()),
+        (Some(_), None) => Err(Refusal::NoSuchKey),
+        (Some(condition), Some(object)) if !condition.matches(object) => {
+            Err(Refusal::PreconditionFailed { header: "If-Match" })
+        }
+        (Some(_), Some(_)) => Ok(()),
+    }
 }
 
 #[cfg(test)]
