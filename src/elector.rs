@@ -32,7 +32,7 @@ use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
@@ -41,6 +41,7 @@ use crate::backend::{Backend, BackendError, Stored, Version};
 use crate::clock::{Clock, Instant, SystemClock};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
 use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES};
+use crate::planted::{self, Bug};
 
 pub mod core;
 
@@ -331,7 +332,11 @@ impl<B: Backend> ElectorBuilder<B> {
         }
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
-        let incarnation = random_hex(entropy.as_ref(), 16);
+        let incarnation = if planted::active(Bug::FixedIncarnation) {
+            format!("fixed-{owner}")
+        } else {
+            random_hex(entropy.as_ref(), 16)
+        };
         let core = Core::new(timing, self.policy, owner.clone(), incarnation.clone());
         let (stop, _) = watch::channel(false);
         Ok(Elector {
@@ -459,6 +464,9 @@ struct Held {
     record: LeaseRecord,
     /// When the last successful write was sent.
     sent_at: Instant,
+    /// The same moment on the wall clock; only a planted bug reads it.
+    #[cfg_attr(not(feature = "planted"), allow(dead_code))]
+    wall_sent: SystemTime,
     /// When the holder must have stopped acting.
     ends_at: Instant,
     /// Renewals since the last confirmed write whose outcome is not known
@@ -608,7 +616,11 @@ impl<B: Backend> Elector<B> {
 
         // The lock-delay runs inside the held term, so the lease is renewed
         // while it passes; the work starts only afterwards.
-        let lock_delay = if involuntary { self.inner.core().timing.lock_delay } else { Duration::ZERO };
+        let lock_delay = if involuntary && !planted::active(Bug::SkipLockDelay) {
+            self.inner.core().timing.lock_delay
+        } else {
+            Duration::ZERO
+        };
         let start = self.inner.clock.now();
         let inner = self.inner.clone();
         let announced = context.clone();
@@ -726,6 +738,13 @@ impl<B: Backend> Inner<B> {
         base * (750 + unit / 2) / 1000
     }
 
+    /// The wall-clock time of the monotonic instant `at`, as the wall clock
+    /// reads now.
+    fn wall_at(&self, at: Instant) -> SystemTime {
+        let ago = self.clock.now().saturating_duration_since(at);
+        self.clock.wall().checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH)
+    }
+
     async fn sleep_for(&self, duration: Duration) {
         self.clock.sleep_until(self.clock.now() + duration).await;
     }
@@ -832,7 +851,9 @@ impl<B: Backend> Inner<B> {
                 // nonce. A read that fails leaves it unknown, and then the
                 // next campaign round will find out.
                 match self.read().await {
-                    Ok(stored) if stored.record.nonce == nonce => stored.version,
+                    Ok(stored) if stored.record.nonce == nonce || planted::active(Bug::ActOnUnknownOutcome) => {
+                        stored.version
+                    }
                     _ => return Ok(None),
                 }
             }
@@ -848,7 +869,8 @@ impl<B: Backend> Inner<B> {
             // The write landed, but so late that the term is already over.
             return Ok(None);
         }
-        Ok(Some(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
+        let wall_sent = self.wall_at(sent_at);
+        Ok(Some(Held { version, record, sent_at, wall_sent, ends_at, pending: Vec::new() }))
     }
 
     fn begin_term(&self, lease: Lease, context: LeaderContext) {
@@ -902,10 +924,18 @@ impl<B: Backend> Inner<B> {
 impl Held {
     /// Records a write of ours that the store confirmed: the term now runs
     /// from its send time, and older unresolved writes can no longer land.
-    fn confirm(&mut self, version: Version, record: LeaseRecord, sent_at: Instant, ends_at: Instant) {
+    fn confirm(
+        &mut self,
+        version: Version,
+        record: LeaseRecord,
+        sent_at: Instant,
+        wall_sent: SystemTime,
+        ends_at: Instant,
+    ) {
         self.version = version;
         self.record = record;
         self.sent_at = sent_at;
+        self.wall_sent = wall_sent;
         self.ends_at = ends_at;
         self.pending.clear();
     }
@@ -954,6 +984,10 @@ impl<B: Backend> TermGuard<B> {
             self.cancel.send_replace(true);
         }
         loop {
+            if planted::active(Bug::WallClockDeadline) {
+                let elapsed = inner.clock.wall().duration_since(held.wall_sent).unwrap_or_default();
+                held.ends_at = inner.clock.now() + timing.hold_for().saturating_sub(elapsed);
+            }
             // Wait for the renewal time. The lease end comes first in every
             // select: stopping in time matters more than anything else.
             tokio::select! {
@@ -966,11 +1000,23 @@ impl<B: Backend> TermGuard<B> {
                 () = stop.stopped(), if !stop_seen => {
                     stop_seen = true;
                     self.cancel.send_replace(true);
+                    if planted::active(Bug::ReleaseBeforeWorkStops) {
+                        let _ = inner.release(held).await;
+                        let output = work.as_mut().await;
+                        self.held = None;
+                        inner.leading.store(false, Ordering::Release);
+                        return HoldEnd::WorkDone(output);
+                    }
                     continue;
                 }
             }
-            let nonce = inner.nonce();
-            let record = inner.core().record(held.record.generation, inner.clock.wall(), nonce.clone(), false);
+            let (nonce, record) = if planted::active(Bug::ReuseRecordBytes) {
+                (held.record.nonce.clone(), held.record.clone())
+            } else {
+                let nonce = inner.nonce();
+                let record = inner.core().record(held.record.generation, inner.clock.wall(), nonce.clone(), false);
+                (nonce, record)
+            };
             let sent_at = inner.clock.now();
             // Tracked until a renewal is confirmed: a timed-out write may
             // still land later, and must then be recognised as ours.
@@ -987,19 +1033,23 @@ impl<B: Backend> TermGuard<B> {
             let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
-                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    held.confirm(version, record, sent_at, inner.wall_at(sent_at), inner.core().lease_end(sent_at));
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
                     inner.emit(Event::Renewed { generation: held.record.generation });
                 }
                 Renewal::Adopt { version, record, sent_at } => {
-                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    held.confirm(version, record, sent_at, inner.wall_at(sent_at), inner.core().lease_end(sent_at));
                     // The adopted write is older than the attempt just made,
                     // so renew again soon.
                     next_renewal = inner.clock.now() + retry;
                 }
                 // Unapplied so far; pending writes stay tracked because a
                 // delayed one can still land on our version.
+                Renewal::NotApplied | Renewal::Unknown if planted::active(Bug::LeadWhileUnreachable) => {
+                    held.ends_at = inner.core().lease_end(sent_at);
+                    next_renewal = inner.clock.now() + retry;
+                }
                 Renewal::NotApplied => next_renewal = inner.clock.now() + retry,
                 Renewal::Unknown => next_renewal = inner.clock.now() + retry,
                 Renewal::Lost(reason) => return HoldEnd::Lost(reason),

@@ -56,6 +56,10 @@ pub mod entropy;
 pub mod fence;
 pub mod hrw;
 pub mod lease;
+#[cfg(feature = "planted")]
+pub mod planted;
+#[cfg(not(feature = "planted"))]
+mod planted;
 mod rfc3339;
 #[cfg(feature = "s3")]
 pub mod s3;

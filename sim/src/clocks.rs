@@ -9,7 +9,7 @@
 //! same machine clock, as a real restart would.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use hoplock::clock::{Clock, Instant, Sleep};
@@ -54,15 +54,24 @@ pub struct SimClock {
     /// While simulated time is below this (in ns since the start), the
     /// node is paused: no timer of its fires.
     paused_until: Arc<AtomicU64>,
+    /// Wall steps the runner applied while the run went on.
+    stepped_ms: Arc<AtomicI64>,
 }
 
-/// A switch that stops the world for one node's timers.
+/// The runner's handle on one node's clock: stop-the-world pauses and wall
+/// steps decided while the run goes on.
 #[derive(Clone, Debug, Default)]
-pub struct PauseSwitch {
+pub struct ClockControl {
     until_nanos: Arc<AtomicU64>,
+    stepped_ms: Arc<AtomicI64>,
 }
 
-impl PauseSwitch {
+impl ClockControl {
+    /// Steps the node's wall clock by `by_ms` from now on.
+    pub fn step_wall(&self, by_ms: i64) {
+        self.stepped_ms.fetch_add(by_ms, Ordering::SeqCst);
+    }
+
     /// Pauses the node's timers until simulated time `until`.
     pub fn pause_until(&self, until: Duration) {
         self.until_nanos.store(u64::try_from(until.as_nanos()).unwrap_or(u64::MAX), Ordering::SeqCst);
@@ -73,9 +82,16 @@ impl SimClock {
     /// Makes the clock. Must be called inside the node's host, which owns the
     /// tokio time it reads.
     #[allow(clippy::disallowed_methods)] // Anchors the simulated clock to the host's tokio time.
-    pub fn new(epoch: SystemTime, spec: ClockSpec, pause: &PauseSwitch) -> SimClock {
+    pub fn new(epoch: SystemTime, spec: ClockSpec, pause: &ClockControl) -> SimClock {
         let base = turmoil::sim_elapsed().unwrap_or_default();
-        SimClock { epoch, spec, base, origin: tokio::time::Instant::now(), paused_until: pause.until_nanos.clone() }
+        SimClock {
+            epoch,
+            spec,
+            base,
+            origin: tokio::time::Instant::now(),
+            paused_until: pause.until_nanos.clone(),
+            stepped_ms: pause.stepped_ms.clone(),
+        }
     }
 
     /// The tokio instant at simulated time `at`.
@@ -102,7 +118,8 @@ impl Clock for SimClock {
             .iter()
             .filter(|step| Duration::from_millis(step.at_ms) <= elapsed)
             .map(|step| step.by_ms)
-            .sum();
+            .sum::<i64>()
+            + self.stepped_ms.load(Ordering::SeqCst);
         let nanos = self.local_nanos(elapsed) + (self.spec.offset_ms as i128 + stepped as i128) * 1_000_000;
         let magnitude = Duration::from_nanos(u64::try_from(nanos.unsigned_abs()).unwrap_or(u64::MAX));
         if nanos >= 0 {

@@ -66,6 +66,9 @@ pub struct StoreOp {
     pub applied: bool,
     /// The generation in the record written, for writes that applied.
     pub generation: Option<u64>,
+    /// Whether the record written is a `released` one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
     /// When the request arrived, in microseconds.
     pub invoked_us: u64,
     /// When it was answered or its reply dropped, in microseconds.

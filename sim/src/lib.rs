@@ -11,5 +11,6 @@ pub mod linearizability;
 pub mod mix;
 pub mod node;
 pub mod runner;
+pub mod scenario;
 pub mod transport;
 pub mod world;

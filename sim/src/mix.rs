@@ -71,6 +71,7 @@ pub fn world(seed: u64, bounds: &MixBounds) -> World {
     let nodes: Vec<NodeSpec> = (0..count)
         .map(|i| {
             let mut node = NodeSpec {
+                owner: None,
                 name: format!("n{i}"),
                 clock: ClockSpec::default(),
                 elector: Default::default(),

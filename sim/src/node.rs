@@ -15,7 +15,7 @@ use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
 use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
 
-use crate::clocks::{PauseSwitch, SimClock};
+use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
 use crate::history::{Event, History};
 use crate::transport::SimTransport;
@@ -51,8 +51,11 @@ pub struct NodeContext {
     pub downstream: Downstream,
     /// Counts process starts.
     pub incarnations: Rc<Cell<u32>>,
-    /// The runner's handle on this node's pauses.
-    pub pause: PauseSwitch,
+    /// The runner's handle on this node's clock.
+    pub pause: ClockControl,
+    /// Set by the runner to shut the node down gracefully; cleared again
+    /// when it restarts the node.
+    pub stop: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl NodeContext {
@@ -90,7 +93,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
 
     let mut builder = Elector::builder(backend)
-        .owner(name.clone())
+        .owner(context.spec.owner.clone().unwrap_or_else(|| name.clone()))
         .ttl(ttl)
         .request_timeout(request_timeout)
         .drift_bound(spec.drift_bound)
@@ -127,6 +130,16 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         }
     });
 
+    // A graceful shutdown: the elector cancels the work, waits for it and
+    // releases the lease.
+    let mut stop = context.stop.subscribe();
+    let stopping = elector.clone();
+    tokio::task::spawn_local(async move {
+        if stop.wait_for(|stop| *stop).await.is_ok() {
+            stopping.stop();
+        }
+    });
+
     loop {
         let workload = Workload {
             spec: context.spec.workload.clone(),
@@ -138,6 +151,10 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         // A term that fails to start (the store is unusable) ends the
         // campaign; the history shows why.
         if let Err(err) = elector.lead(|ctx, lease| workload.run(ctx, lease)).await {
+            if matches!(err, hoplock::ElectorError::Stopped) {
+                context.history.record_now(&name, Event::ElectorError { message: "stopped".into() });
+                std::future::pending::<()>().await;
+            }
             context.history.record_now(&name, Event::ElectorError { message: format!("campaign ended: {err}") });
             std::future::pending::<()>().await;
         }

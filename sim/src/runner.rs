@@ -13,13 +13,13 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::clocks::{ClockSpec, PauseSwitch, SimClock};
+use crate::clocks::{ClockControl, ClockSpec, SimClock};
 use crate::downstream::Downstream;
 use crate::fake_s3::{self, FakeS3, Faults, OpKind, Outcome};
 use crate::history::{Entry, Event, History, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
-use crate::world::{Action, World};
+use crate::world::{Action, LEADER, World};
 
 /// The true wall-clock time at the start of every run. Fixed, so traces do
 /// not depend on when they were made.
@@ -101,7 +101,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         sim.host(S3_HOST, move || {
             let (faults, store_events) = (faults.clone(), store_events.clone());
             async move {
-                let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+                let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
                 let s3 = FakeS3::builder(clock, seed ^ 0x5335_5335_5335_5335)
                     .mode(mode)
                     .faults(faults)
@@ -119,10 +119,12 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     }
 
     let downstream = Downstream::default();
-    let mut pauses = BTreeMap::new();
+    let mut controls = Controls::default();
     for (index, spec) in world.nodes.iter().enumerate() {
-        let pause = PauseSwitch::default();
-        pauses.insert(spec.name.clone(), pause.clone());
+        let pause = ClockControl::default();
+        let stop = Arc::new(tokio::sync::watch::channel(false).0);
+        controls.clocks.insert(spec.name.clone(), pause.clone());
+        controls.stops.insert(spec.name.clone(), stop.clone());
         let context = NodeContext {
             spec: spec.clone(),
             index: index as u64,
@@ -132,6 +134,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             downstream: downstream.clone(),
             incarnations: Rc::default(),
             pause,
+            stop,
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
     }
@@ -147,8 +150,22 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     while sim.elapsed() < duration {
         let now = sim.elapsed();
         while let Some(scheduled) = schedule.next_if(|s| Duration::from_millis(s.at_ms) <= now) {
-            let label = apply(&mut sim, &scheduled.action, &hosts, &pauses, &mut resumes, now, &history);
-            *fault_counts.entry(label).or_default() += 1;
+            let action = if scheduled.action.hosts().contains(&LEADER) {
+                let entries = history.entries();
+                let open = invariants::terms(&entries, u64::MAX).into_iter().filter(|term| term.end_us == u64::MAX);
+                match open.max_by_key(|term| term.generation) {
+                    Some(term) => scheduled.action.resolve(&term.node),
+                    None => {
+                        let skipped = format!("skipped: {} (nobody leads)", scheduled.action.label());
+                        history.record(now, "world", Event::Fault { action: skipped });
+                        continue;
+                    }
+                }
+            } else {
+                scheduled.action.clone()
+            };
+            apply(&mut sim, &action, &hosts, &controls, &mut resumes, now, &history);
+            *fault_counts.entry(action.verb()).or_default() += 1;
         }
         resumes.retain(|(at, node)| {
             if *at > now {
@@ -165,6 +182,22 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         }
     }
 
+    // Requests still in flight at the end are finished and recorded, with
+    // every node stopped so that nothing new starts: a read that saw a write
+    // must find that write in the history, even if the write's reply was
+    // still on its way when the run ended.
+    for name in world.node_names() {
+        sim.crash(name.as_str());
+    }
+    let network = Duration::from_millis(world.network.latency_max_ms.max(world.network.latency_min_ms));
+    let drain_until = duration + 2 * (world.s3.faults.longest_latency() + network) + Duration::from_secs(1);
+    while sim.elapsed() < drain_until {
+        sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
+        for event in received.try_iter() {
+            record_store_event(&history, &event, &mut fault_counts);
+        }
+    }
+
     let mut entries = history.entries();
     // Store events are collected after each tick; order everything by time,
     // keeping the recording order between equal times.
@@ -175,57 +208,47 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
 }
 
-/// Applies one fault and records it. Returns its kind, for the counts.
+/// The runner's handles on each node, by name.
+#[derive(Default)]
+struct Controls {
+    clocks: BTreeMap<String, ClockControl>,
+    stops: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
+}
+
+/// Applies one fault and records it.
 fn apply(
     sim: &mut turmoil::Sim<'_>,
     action: &Action,
     hosts: &[String],
-    pauses: &BTreeMap<String, PauseSwitch>,
+    controls: &Controls,
     resumes: &mut Vec<(Duration, String)>,
     now: Duration,
     history: &History,
-) -> String {
-    let fault = |what: String| history.record(now, "world", Event::Fault { action: what });
+) {
     match action {
-        Action::Partition { a, b } => {
-            sim.partition(a.as_str(), b.as_str());
-            fault(format!("partition {a} {b}"));
-            "partition".into()
-        }
-        Action::PartitionOneway { from, to } => {
-            sim.partition_oneway(from.as_str(), to.as_str());
-            fault(format!("partition-oneway {from} {to}"));
-            "partition-oneway".into()
-        }
-        Action::Repair { a, b } => {
-            sim.repair(a.as_str(), b.as_str());
-            fault(format!("repair {a} {b}"));
-            "repair".into()
-        }
-        Action::Hold { a, b } => {
-            sim.hold(a.as_str(), b.as_str());
-            fault(format!("hold {a} {b}"));
-            "hold".into()
-        }
-        Action::Release { a, b } => {
-            sim.release(a.as_str(), b.as_str());
-            fault(format!("release {a} {b}"));
-            "release".into()
-        }
+        Action::Partition { a, b } => sim.partition(a.as_str(), b.as_str()),
+        Action::PartitionOneway { from, to } => sim.partition_oneway(from.as_str(), to.as_str()),
+        Action::Repair { a, b } => sim.repair(a.as_str(), b.as_str()),
+        Action::Hold { a, b } => sim.hold(a.as_str(), b.as_str()),
+        Action::Release { a, b } => sim.release(a.as_str(), b.as_str()),
         Action::Crash { node } => {
             sim.crash(node.as_str());
             history.record(now, node, Event::Crashed);
-            "crash".into()
+            return;
         }
         Action::Restart { node } => {
+            if let Some(stop) = controls.stops.get(node) {
+                stop.send_replace(false);
+            }
+            // Restarting a running node kills its process first; the
+            // history must show that its terms ended there.
+            history.record(now, node, Event::Crashed);
             sim.bounce(node.as_str());
-            fault(format!("restart {node}"));
-            "restart".into()
         }
         Action::Pause { node, for_ms } => {
             let until = now + Duration::from_millis(*for_ms);
-            if let Some(pause) = pauses.get(node) {
-                pause.pause_until(until);
+            if let Some(clock) = controls.clocks.get(node) {
+                clock.pause_until(until);
             }
             // No messages in or out while the process is stopped.
             for other in hosts.iter().filter(|other| *other != node) {
@@ -233,9 +256,20 @@ fn apply(
             }
             resumes.push((until, node.clone()));
             history.record(now, node, Event::Paused { until_us: until.as_micros() as u64 });
-            "pause".into()
+            return;
+        }
+        Action::Stop { node } => {
+            if let Some(stop) = controls.stops.get(node) {
+                stop.send_replace(true);
+            }
+        }
+        Action::StepClock { node, by_ms } => {
+            if let Some(clock) = controls.clocks.get(node) {
+                clock.step_wall(*by_ms);
+            }
         }
     }
+    history.record(now, "world", Event::Fault { action: action.label() });
 }
 
 fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BTreeMap<String, usize>) {
@@ -272,7 +306,8 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
         read: if is_write { None } else { event.etag.clone() },
         status: if answered { status } else { None },
         applied,
-        generation: if is_write && applied { written_generation(event) } else { None },
+        generation: if is_write && applied { written(event).map(|record| record.generation.get()) } else { None },
+        released: is_write && applied && written(event).is_some_and(|record| record.released),
         invoked_us: micros(event.started),
         ended_us: micros(event.ended),
         reply_dropped: !answered,
@@ -281,13 +316,13 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
     history.record(Duration::from_micros(micros(at)), S3_HOST, Event::Store(op));
 }
 
-/// The generation in the record a write stored, if the body is a record.
-fn written_generation(event: &fake_s3::Event) -> Option<u64> {
-    let body = event.body.as_ref()?;
-    hoplock::lease::LeaseRecord::decode(body).ok().map(|record| record.generation.get())
+/// The record a write stored, if the body is a record.
+fn written(event: &fake_s3::Event) -> Option<hoplock::lease::LeaseRecord> {
+    hoplock::lease::LeaseRecord::decode(event.body.as_ref()?).ok()
 }
 
-fn validate(world: &World) -> Result<(), SimError> {
+/// Checks that `world` can be run: names are unique and known, numbers sane.
+pub fn validate(world: &World) -> Result<(), SimError> {
     let invalid = |message: String| Err(SimError::InvalidWorld(message));
     if world.nodes.is_empty() {
         return invalid("a world needs at least one node".into());
@@ -301,17 +336,24 @@ fn validate(world: &World) -> Result<(), SimError> {
             return invalid(format!("node {:?} is named twice", node.name));
         }
     }
-    let host = |name: &str| name == S3_HOST || names.contains(name);
+    let host = |name: &str| name == S3_HOST || name == LEADER || names.contains(name);
     for scheduled in &world.schedule {
-        let named: Vec<&str> = match &scheduled.action {
-            Action::Partition { a, b } | Action::Repair { a, b } | Action::Hold { a, b } | Action::Release { a, b } => {
-                vec![a, b]
-            }
-            Action::PartitionOneway { from, to } => vec![from, to],
-            Action::Crash { node } | Action::Restart { node } | Action::Pause { node, .. } => {
-                vec![node]
-            }
-        };
+        let named = scheduled.action.hosts();
+        let node_only = !matches!(
+            scheduled.action,
+            Action::Partition { .. }
+                | Action::PartitionOneway { .. }
+                | Action::Repair { .. }
+                | Action::Hold { .. }
+                | Action::Release { .. }
+        );
+        if node_only && named.contains(&S3_HOST) {
+            return invalid(format!(
+                "the schedule at {} ms: {} applies to nodes, not the store",
+                scheduled.at_ms,
+                scheduled.action.verb()
+            ));
+        }
         if let Some(unknown) = named.into_iter().find(|name| !host(name)) {
             return invalid(format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms));
         }
@@ -353,7 +395,9 @@ fn checker_context(world: &World) -> Context {
         .unwrap_or(0);
     // Liveness after the faults stop only applies once they do: a store
     // that keeps failing never lets them stop.
-    let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode == fake_s3::ProviderMode::Honest;
+    // A store that refuses conditional writes outright answers promptly and
+    // honestly too: nobody can lead on it, and liveness must say so.
+    let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode.is_safe();
     let end_us = world.duration_ms * 1000;
     Context {
         nodes: world.node_names(),
@@ -363,6 +407,16 @@ fn checker_context(world: &World) -> Context {
         quiet_from_us: if store_faults_stop { last_fault * 1000 } else { end_us },
         store_reliable: store_faults_stop,
         end_us,
+        facts: world
+            .nodes
+            .iter()
+            .map(|node| invariants::NodeFacts {
+                name: node.name.clone(),
+                lock_delay_us: node.elector.lock_delay_ms * 1000,
+                rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
+            })
+            .collect(),
+        tick_us: world.tick_ms * 1000,
     }
 }
 
@@ -373,7 +427,10 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
     for pair in terms.windows(2) {
         if pair[0].node != pair[1].node {
             takeovers += 1;
-            failover_gaps_us.push(pair[1].start_us.saturating_sub(pair[0].end_us));
+            // A paused leader stopped acting when the pause began, though
+            // its term only ends when it wakes.
+            let ended = pair[0].paused.first().map_or(pair[0].end_us, |(paused, _)| (*paused).min(pair[0].end_us));
+            failover_gaps_us.push(pair[1].start_us.saturating_sub(ended));
         }
     }
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();

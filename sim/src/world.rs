@@ -73,7 +73,7 @@ impl Default for NetworkSpec {
     }
 }
 
-fn default_tick_ms() -> u64 {
+pub(crate) fn default_tick_ms() -> u64 {
     10
 }
 
@@ -81,8 +81,13 @@ fn default_tick_ms() -> u64 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
-    /// Host name; also the owner name in the lease.
+    /// Host name; also the owner name in the lease unless `owner` is set.
     pub name: String,
+    /// The owner name the elector writes, when it differs from the host
+    /// name: two hosts with one owner name are one service's old and new
+    /// process, running at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// The node's clock.
     #[serde(default)]
     pub clock: ClockSpec,
@@ -210,8 +215,10 @@ pub struct S3Spec {
 }
 
 /// A fault at a set time.
+///
+/// Unknown fields are refused by [`Action`], which receives every field but
+/// `at_ms` (serde cannot refuse them here as well because of the flatten).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Scheduled {
     /// When, in simulated milliseconds.
     pub at_ms: u64,
@@ -221,6 +228,10 @@ pub struct Scheduled {
 }
 
 /// Fault actions, named after turmoil's verbs where it has them.
+///
+/// Wherever an action names a node, [`LEADER`] (`"@leader"`) names the node
+/// leading when the action fires (the one with the highest generation); the
+/// action is skipped, and the history says so, if nobody leads then.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Action {
@@ -241,11 +252,105 @@ pub enum Action {
     /// Stop the world for one node: no timers fire and no messages flow for
     /// `for_ms`, then it resumes where it was.
     Pause { node: String, for_ms: u64 },
+    /// Shut a node down gracefully: its elector is stopped, its leader-only
+    /// work is cancelled and the lease released once the work returns. The
+    /// node campaigns again only after a `restart`.
+    Stop { node: String },
+    /// Step the node's wall clock by `by_ms` (an NTP jump; negative steps
+    /// back). Its monotonic clock is unaffected.
+    StepClock { node: String, by_ms: i64 },
+}
+
+/// The node name that stands for the current leader in a scheduled action.
+pub const LEADER: &str = "@leader";
+
+impl Action {
+    /// The hosts the action names, in order.
+    pub fn hosts(&self) -> Vec<&str> {
+        match self {
+            Action::Partition { a, b } | Action::Repair { a, b } | Action::Hold { a, b } | Action::Release { a, b } => {
+                vec![a, b]
+            }
+            Action::PartitionOneway { from, to } => vec![from, to],
+            Action::Crash { node }
+            | Action::Restart { node }
+            | Action::Pause { node, .. }
+            | Action::Stop { node }
+            | Action::StepClock { node, .. } => vec![node],
+        }
+    }
+
+    /// The action with every [`LEADER`] replaced by `leader`.
+    pub fn resolve(&self, leader: &str) -> Action {
+        let pick = |name: &String| if name == LEADER { leader.to_string() } else { name.clone() };
+        match self {
+            Action::Partition { a, b } => Action::Partition { a: pick(a), b: pick(b) },
+            Action::PartitionOneway { from, to } => Action::PartitionOneway { from: pick(from), to: pick(to) },
+            Action::Repair { a, b } => Action::Repair { a: pick(a), b: pick(b) },
+            Action::Hold { a, b } => Action::Hold { a: pick(a), b: pick(b) },
+            Action::Release { a, b } => Action::Release { a: pick(a), b: pick(b) },
+            Action::Crash { node } => Action::Crash { node: pick(node) },
+            Action::Restart { node } => Action::Restart { node: pick(node) },
+            Action::Pause { node, for_ms } => Action::Pause { node: pick(node), for_ms: *for_ms },
+            Action::Stop { node } => Action::Stop { node: pick(node) },
+            Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
+        }
+    }
+
+    /// How the history names the action: its verb and hosts.
+    pub fn label(&self) -> String {
+        let verb = match self {
+            Action::Partition { .. } => "partition",
+            Action::PartitionOneway { .. } => "partition-oneway",
+            Action::Repair { .. } => "repair",
+            Action::Hold { .. } => "hold",
+            Action::Release { .. } => "release",
+            Action::Crash { .. } => "crash",
+            Action::Restart { .. } => "restart",
+            Action::Pause { .. } => "pause",
+            Action::Stop { .. } => "stop",
+            Action::StepClock { .. } => "step-clock",
+        };
+        let mut label = verb.to_string();
+        for host in self.hosts() {
+            label.push(' ');
+            label.push_str(host);
+        }
+        match self {
+            Action::Pause { for_ms, .. } => label.push_str(&format!(" for {for_ms} ms")),
+            Action::StepClock { by_ms, .. } => label.push_str(&format!(" by {by_ms} ms")),
+            _ => {}
+        }
+        label
+    }
+
+    /// The verb alone, for counting faults by kind.
+    pub fn verb(&self) -> String {
+        self.label().split(' ').next().unwrap_or_default().to_string()
+    }
 }
 
 impl World {
     /// The node names, in order.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.iter().map(|node| node.name.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_placeholder_is_resolved_and_labels_name_verb_and_hosts() {
+        let pause = Action::Pause { node: LEADER.into(), for_ms: 500 };
+        assert_eq!(pause.hosts(), vec![LEADER]);
+        let resolved = pause.resolve("b");
+        assert_eq!(resolved, Action::Pause { node: "b".into(), for_ms: 500 });
+        assert_eq!(resolved.label(), "pause b for 500 ms");
+        assert_eq!(resolved.verb(), "pause");
+        let cut = Action::PartitionOneway { from: "s3".into(), to: LEADER.into() }.resolve("a");
+        assert_eq!(cut.label(), "partition-oneway s3 a");
+        assert_eq!(Action::StepClock { node: "c".into(), by_ms: -60_000 }.label(), "step-clock c by -60000 ms");
     }
 }

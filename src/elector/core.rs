@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::{Stored, Version};
 use crate::clock::Instant;
 use crate::lease::{Generation, LeaseRecord};
+use crate::planted::{self, Bug};
 use crate::rfc3339;
 
 /// How the elector decides. [`Policy::Safe`] is the only policy for
@@ -158,17 +159,18 @@ impl Core {
     /// Decides what to do about what a read showed. `arrived` is when the
     /// response arrived on this elector's monotonic clock; `wall` is its wall
     /// clock, which only the reference policy looks at.
-    #[cfg_attr(not(any(test, feature = "testing")), allow(unused_variables))]
     pub fn decide(&mut self, observation: Observation<'_>, arrived: Instant, wall: SystemTime) -> Decision {
         match self.policy {
             // The safe policy never looks at the wall clock.
-            Policy::Safe => self.decide_safe(observation, arrived),
+            Policy::Safe => self.decide_safe(observation, arrived, wall),
             #[cfg(any(test, feature = "testing"))]
             Policy::WallClockExpiry => self.decide_wall_clock(observation, wall),
         }
     }
 
-    fn decide_safe(&mut self, observation: Observation<'_>, arrived: Instant) -> Decision {
+    /// `wall` is only read by a planted bug.
+    #[cfg_attr(not(feature = "planted"), allow(unused_variables))]
+    fn decide_safe(&mut self, observation: Observation<'_>, arrived: Instant, wall: SystemTime) -> Decision {
         let next = self.highest_seen.next();
         match observation {
             Observation::Corrupt => Decision::Wait { until: None },
@@ -179,6 +181,9 @@ impl Core {
                 Some(watch) => {
                     watch.expected = None;
                     self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
+                }
+                None if planted::active(Bug::ReleaseDeletes) => {
+                    Decision::Take { expected: None, generation: Generation(1), involuntary: false }
                 }
                 None => Decision::Take { expected: None, generation: next, involuntary: false },
             },
@@ -199,6 +204,13 @@ impl Core {
                     // stopped acting on: nobody else can hold it, so it can be
                     // replaced at once, as an involuntary loss.
                     self.watch = None;
+                    return Decision::Take {
+                        expected: Some(stored.version.clone()),
+                        generation: next,
+                        involuntary: true,
+                    };
+                }
+                if planted::active(Bug::TrustExpiresAt) && record.expires_at_time().is_none_or(|at| at <= wall) {
                     return Decision::Take {
                         expected: Some(stored.version.clone()),
                         generation: next,
@@ -256,9 +268,11 @@ impl Core {
     /// watched version has been unchanged for its TTL.
     pub fn due(&self, now: Instant) -> Option<Decision> {
         let watch = self.watch.as_ref()?;
+        let generation =
+            if planted::active(Bug::ReusedGeneration) { self.highest_seen } else { self.highest_seen.next() };
         (now >= watch.since + watch.ttl).then(|| Decision::Take {
             expected: watch.expected.clone(),
-            generation: self.highest_seen.next(),
+            generation,
             involuntary: true,
         })
     }
@@ -283,7 +297,7 @@ impl Core {
     /// `released` one.
     pub fn release_deletes(&self) -> bool {
         match self.policy {
-            Policy::Safe => false,
+            Policy::Safe => planted::active(Bug::ReleaseDeletes),
             #[cfg(any(test, feature = "testing"))]
             Policy::WallClockExpiry => true,
         }

@@ -7,7 +7,15 @@ use std::process::ExitCode;
 mod bench_hrw;
 mod fake_s3;
 mod s3_server;
+mod sim;
 mod test;
+
+/// The workspace's root directory.
+fn workspace_root() -> Result<&'static std::path::Path, String> {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or_else(|| "xtask is not inside the workspace".to_string())
+}
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -15,13 +23,14 @@ fn main() -> ExitCode {
     let rest: Vec<String> = args.collect();
     let result = match task.as_str() {
         "test" => test::run(&rest),
+        "sim" => sim::run(&rest),
         "bench-hrw" => bench_hrw::run(&rest),
         // Hidden: starts SeaweedFS for hand testing and prints its settings.
         "s3-server" => s3_server::run(&rest),
         "fake-s3" => fake_s3::run(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <task> [options]\n\ntasks:\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
+                "usage: cargo xtask <task> [options]\n\ntasks:\n  sim         run the scenario files in the simulator (--help for options)\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
             );
             return ExitCode::from(2);
         }

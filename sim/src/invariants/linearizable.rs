@@ -10,7 +10,7 @@
 //!
 //! The store's own view is used, so a dropped reply does not make an
 //! operation indeterminate here: the store knows what it did. Requests
-//! refused with 409, 500 or 503 changed nothing and are left out.
+//! refused with 409, 500, 501 or 503 changed nothing and are left out.
 
 use std::collections::BTreeMap;
 
@@ -81,7 +81,7 @@ impl Versions {
 
 fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Operation> {
     // Refusals that change nothing and promise nothing about the state.
-    if matches!(op.status, Some(409 | 500 | 503)) && !op.applied {
+    if matches!(op.status, Some(409 | 500 | 501 | 503)) && !op.applied {
         return None;
     }
     if op.status.is_none() && !op.applied {

@@ -14,8 +14,10 @@ use crate::history::{Entry, Event};
 pub mod belief_overlap;
 pub mod linearizable;
 pub mod liveness;
+pub mod lock_delay;
 pub mod monotone_fencing;
 pub mod one_holder_per_generation;
+pub mod release_after_work;
 
 /// The properties, as the safety rules in ARCHITECTURE.md number them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -27,6 +29,11 @@ pub enum Property {
     MonotoneFencing,
     /// I3/I4: no two nodes believe they lead at the same instant.
     NoBeliefOverlap,
+    /// I5: after an involuntary takeover the new leader waits out its
+    /// lock-delay before acting.
+    LockDelay,
+    /// I6: the lease is released only after the leader-only work stopped.
+    ReleaseAfterWork,
     /// L1: someone leads soon after the faults stop or after a release.
     Liveness,
     /// The store's history is linearizable as a compare-and-swap register.
@@ -40,16 +47,33 @@ impl Property {
             Property::OneHolderPerGeneration => "one-holder-per-generation",
             Property::MonotoneFencing => "monotone-fencing",
             Property::NoBeliefOverlap => "no-belief-overlap",
+            Property::LockDelay => "lock-delay",
+            Property::ReleaseAfterWork => "release-after-work",
             Property::Liveness => "liveness",
             Property::Linearizable => "linearizable",
         }
     }
 
+    /// What breaking it looks like, in words.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Property::OneHolderPerGeneration => "two leaders in one generation",
+            Property::MonotoneFencing => "a fencing token went down",
+            Property::NoBeliefOverlap => "two nodes believed they led at once",
+            Property::LockDelay => "a new leader acted before its lock-delay passed",
+            Property::ReleaseAfterWork => "the lease was released while the work still wrote",
+            Property::Liveness => "nobody led when someone should have",
+            Property::Linearizable => "the store's history is not linearizable",
+        }
+    }
+
     /// Every property, in report order.
-    pub const ALL: [Property; 5] = [
+    pub const ALL: [Property; 7] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
+        Property::LockDelay,
+        Property::ReleaseAfterWork,
         Property::Liveness,
         Property::Linearizable,
     ];
@@ -109,6 +133,28 @@ pub struct Context {
     pub store_reliable: bool,
     /// When the run ended, in µs.
     pub end_us: u64,
+    /// Per-node settings the checkers need.
+    pub facts: Vec<NodeFacts>,
+    /// turmoil's tick, in µs: the resolution of every simulated timer.
+    pub tick_us: u64,
+}
+
+impl Context {
+    /// The settings of the node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeFacts> {
+        self.facts.iter().find(|facts| facts.name == name)
+    }
+}
+
+/// One node's settings, as the checkers need them.
+#[derive(Clone, Debug, Default)]
+pub struct NodeFacts {
+    /// The node's host name.
+    pub name: String,
+    /// Its elector's lock-delay, in µs.
+    pub lock_delay_us: u64,
+    /// Its clock's rate against true time (1 + drift).
+    pub rate: f64,
 }
 
 /// Runs every checker.
@@ -117,6 +163,8 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     one_holder_per_generation::check(entries, &mut violations);
     monotone_fencing::check(entries, &mut violations);
     belief_overlap::check(entries, context, &mut violations);
+    lock_delay::check(entries, context, &mut violations);
+    release_after_work::check(entries, &mut violations);
     liveness::check(entries, context, &mut violations);
     linearizable::check(entries, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));

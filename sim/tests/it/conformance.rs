@@ -10,7 +10,7 @@ use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
 use hoplock::testing::conformance;
-use hoplock_sim::clocks::{ClockSpec, PauseSwitch, SimClock};
+use hoplock_sim::clocks::{ClockControl, ClockSpec, SimClock};
 use hoplock_sim::fake_s3::{self, FakeS3, Faults, Latency, OpFaults, ProviderMode};
 use hoplock_sim::transport::SimTransport;
 
@@ -29,7 +29,7 @@ fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), St
     sim.host("s3", move || {
         let faults = faults.clone();
         async move {
-            let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+            let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
             let s3 = FakeS3::builder(clock, 1).mode(mode).faults(faults).credentials("AK", "SK").bucket("b").build()?;
             let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 9000)).await?;
             fake_s3::server::serve(s3, listener, std::future::pending()).await;
@@ -39,7 +39,7 @@ fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), St
     let verdict = Arc::new(std::sync::Mutex::new(Err("the client never finished".to_string())));
     let out = verdict.clone();
     sim.client("client", async move {
-        let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &PauseSwitch::default()));
+        let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
         let mut config = S3Config::new("b", "suite/lease.json");
         config.endpoint = Some("http://s3:9000".into());
         config.addressing = Addressing::PathStyle;

@@ -4,3 +4,4 @@
 mod conformance;
 mod fake_s3;
 mod runs;
+mod scenarios;

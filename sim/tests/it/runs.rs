@@ -117,6 +117,7 @@ fn offset_world(policy: PolicySpec) -> World {
     let nodes = (0..3)
         .map(|i| {
             let mut node = NodeSpec {
+                owner: None,
                 name: format!("n{i}"),
                 clock: Default::default(),
                 elector: Default::default(),
@@ -179,6 +180,7 @@ fn simulation_speed_for_five_nodes_over_ten_minutes() {
 fn plain_world(schedule: Vec<Scheduled>) -> World {
     let nodes = (0..3)
         .map(|i| NodeSpec {
+            owner: None,
             name: format!("n{i}"),
             clock: Default::default(),
             elector: Default::default(),

@@ -1,0 +1,534 @@
+//! Scenario files: a [`World`] plus how many seeds to run it with and what
+//! the runs must show.
+//!
+//! A scenario is TOML (the format is documented in `scenarios/README.md`).
+//! Loading one checks every field; a mistake comes back as a
+//! [`ScenarioError`] naming the file, the line and column, and the field's
+//! path, such as `nodes[1].elector.ttl_ms`.
+//!
+//! The expected outcome is either `"safe"` (no seed may break any property)
+//! or a list of [`Finding`]s, each of which some seed must show; any other
+//! violation is unexpected unless the file lists it under `tolerate`.
+//!
+//! ```
+//! use hoplock_sim::scenario::{Expect, Scenario};
+//!
+//! let text = r#"
+//! description = "Two nodes, nothing goes wrong."
+//! expect = "safe"
+//! duration_ms = 20000
+//!
+//! [[nodes]]
+//! name = "a"
+//!
+//! [[nodes]]
+//! name = "b"
+//! "#;
+//! let scenario = Scenario::parse("steady.toml", text)?;
+//! assert_eq!(scenario.expect, Expect::Safe);
+//! assert_eq!(scenario.seeds, 16);
+//!
+//! let typo = text.replace("duration_ms", "duration");
+//! let err = Scenario::parse("steady.toml", &typo).unwrap_err();
+//! assert_eq!(err.line, 4);
+//! assert!(err.to_string().starts_with("steady.toml:4:"), "{err}");
+//! # Ok::<(), hoplock_sim::scenario::ScenarioError>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::invariants::Property;
+use crate::runner::{self, Report};
+use crate::world::{NetworkSpec, NodeSpec, S3Spec, Scheduled, World};
+
+/// The seeds a scenario runs by default.
+pub const DEFAULT_SEEDS: u64 = 16;
+
+/// One scenario file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// One or two sentences: what happens and why it matters.
+    pub description: String,
+    /// How many seeds a default run uses (seeds `0..seeds`).
+    #[serde(default = "default_seeds")]
+    pub seeds: u64,
+    /// What the runs must show.
+    pub expect: Expect,
+    /// Violations that may show without making the outcome unexpected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerate: Vec<Finding>,
+    /// How long each run lasts, in simulated milliseconds.
+    pub duration_ms: u64,
+    /// turmoil's tick, in milliseconds.
+    #[serde(default = "crate::world::default_tick_ms")]
+    pub tick_ms: u64,
+    /// Latency and loss on every simulated link.
+    #[serde(default)]
+    pub network: NetworkSpec,
+    /// The fake S3's mode and faults.
+    #[serde(default)]
+    pub s3: S3Spec,
+    /// The electing nodes.
+    pub nodes: Vec<NodeSpec>,
+    /// Faults at set times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedule: Vec<Scheduled>,
+}
+
+fn default_seeds() -> u64 {
+    DEFAULT_SEEDS
+}
+
+/// What a scenario's runs must show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawExpect", into = "RawExpect")]
+pub enum Expect {
+    /// No seed breaks any property.
+    Safe,
+    /// Each finding shows in at least one seed.
+    Findings(Vec<Finding>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawExpect {
+    Word(String),
+    List(Vec<String>),
+}
+
+impl TryFrom<RawExpect> for Expect {
+    type Error = String;
+
+    fn try_from(raw: RawExpect) -> Result<Expect, String> {
+        match raw {
+            RawExpect::Word(word) if word == "safe" => Ok(Expect::Safe),
+            RawExpect::Word(word) => Err(format!(
+                "expect must be \"safe\" or a list of findings such as [\"one-holder-per-generation\"], not {word:?}"
+            )),
+            RawExpect::List(names) if names.is_empty() => {
+                Err("expect = [] would accept anything; write expect = \"safe\" instead".into())
+            }
+            RawExpect::List(names) => {
+                names.iter().map(|name| name.parse()).collect::<Result<_, _>>().map(Expect::Findings)
+            }
+        }
+    }
+}
+
+impl From<Expect> for RawExpect {
+    fn from(expect: Expect) -> RawExpect {
+        match expect {
+            Expect::Safe => RawExpect::Word("safe".into()),
+            Expect::Findings(findings) => RawExpect::List(findings.iter().map(|f| f.name().to_string()).collect()),
+        }
+    }
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expect::Safe => f.write_str("safe"),
+            Expect::Findings(findings) => {
+                let names: Vec<&str> = findings.iter().map(|finding| finding.name()).collect();
+                f.write_str(&names.join(", "))
+            }
+        }
+    }
+}
+
+/// Something a run can show: a broken property, or stale writes that the
+/// fence rejected (not a violation, but a scenario may require it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Finding {
+    /// A property was broken.
+    Violation(Property),
+    /// A leader's writes arrived after its term and the fence rejected
+    /// every one of them.
+    StaleWritesRejected,
+}
+
+impl Finding {
+    /// The name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Finding::Violation(property) => property.name(),
+            Finding::StaleWritesRejected => "stale-writes-rejected",
+        }
+    }
+
+    /// What it looks like, in words.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Finding::Violation(property) => property.summary(),
+            Finding::StaleWritesRejected => "stale writes, all rejected by the fence",
+        }
+    }
+
+    /// Every finding, in report order.
+    pub fn all() -> Vec<Finding> {
+        let mut all: Vec<Finding> = Property::ALL.into_iter().map(Finding::Violation).collect();
+        all.push(Finding::StaleWritesRejected);
+        all
+    }
+
+    /// Whether it is a broken property.
+    pub fn is_violation(self) -> bool {
+        matches!(self, Finding::Violation(_))
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Finding {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Finding, String> {
+        Finding::all().into_iter().find(|finding| finding.name() == name).ok_or_else(|| {
+            let known: Vec<&str> = Finding::all().into_iter().map(Finding::name).collect();
+            format!("unknown finding {name:?}; known: {}", known.join(", "))
+        })
+    }
+}
+
+impl TryFrom<String> for Finding {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Finding, String> {
+        name.parse()
+    }
+}
+
+impl From<Finding> for String {
+    fn from(finding: Finding) -> String {
+        finding.name().to_string()
+    }
+}
+
+/// A scenario file that could not be read or is malformed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {field}{message}", field = if field.is_empty() { String::new() } else { format!("{field}: ") })]
+pub struct ScenarioError {
+    /// The file, as given.
+    pub file: String,
+    /// 1-based line; 0 when the whole file is at fault.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The field's path, such as `nodes[1].elector.ttl_ms`; empty when the
+    /// mistake is not in one field.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Scenario {
+    /// Reads and checks the scenario in `path`.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            field: String::new(),
+            message: format!("cannot read it: {err}"),
+        })?;
+        Scenario::parse(&file, &text)
+    }
+
+    /// Parses and checks scenario text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let error = |span: Option<std::ops::Range<usize>>, field: String, message: String| {
+            let (line, column) = span.map_or((0, 0), |span| line_and_column(text, span.start));
+            ScenarioError { file: file.to_string(), line, column, field, message }
+        };
+        let deserializer = toml::Deserializer::parse(text)
+            .map_err(|err| error(err.span(), String::new(), err.message().trim().to_string()))?;
+        let scenario: Scenario = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let field = err.path().to_string();
+            let inner = err.inner();
+            let field = if field == "." { String::new() } else { field };
+            error(inner.span(), field, inner.message().trim().to_string())
+        })?;
+        scenario.check().map_err(|(field, message)| {
+            let span = field_span(text, &field);
+            error(span, field, message)
+        })?;
+        Ok(scenario)
+    }
+
+    /// The scenario as TOML, ready to be saved under `scenarios/`.
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string(self).map_err(|err| err.to_string())
+    }
+
+    /// The simulated world the scenario describes.
+    pub fn world(&self) -> World {
+        World {
+            nodes: self.nodes.clone(),
+            s3: self.s3.clone(),
+            schedule: self.schedule.clone(),
+            duration_ms: self.duration_ms,
+            tick_ms: self.tick_ms,
+            network: self.network.clone(),
+        }
+    }
+
+    /// A scenario around `world`, for generated worlds.
+    pub fn from_world(description: String, world: World, expect: Expect) -> Scenario {
+        Scenario {
+            description,
+            seeds: DEFAULT_SEEDS,
+            expect,
+            tolerate: Vec::new(),
+            duration_ms: world.duration_ms,
+            tick_ms: world.tick_ms,
+            network: world.network,
+            s3: world.s3,
+            nodes: world.nodes,
+            schedule: world.schedule,
+        }
+    }
+
+    /// Checks what serde cannot: the world must be runnable and the numbers
+    /// sane. Returns the offending field and what is wrong.
+    fn check(&self) -> Result<(), (String, String)> {
+        if self.seeds == 0 {
+            return Err(("seeds".into(), "must be at least 1".into()));
+        }
+        if self.tick_ms == 0 {
+            return Err(("tick_ms".into(), "must be at least 1".into()));
+        }
+        for (index, node) in self.nodes.iter().enumerate() {
+            if node.elector.ttl_ms == 0 {
+                return Err((format!("nodes[{index}].elector.ttl_ms"), "must be more than zero".into()));
+            }
+            if !(0.0..0.1).contains(&node.elector.drift_bound) {
+                return Err((format!("nodes[{index}].elector.drift_bound"), "must be in 0..0.1".into()));
+            }
+        }
+        runner::validate(&self.world()).map_err(|err| {
+            let message = err.to_string();
+            let field = if message.contains("schedule") {
+                "schedule"
+            } else if message.contains("node") {
+                "nodes"
+            } else {
+                ""
+            };
+            (field.to_string(), message.trim_start_matches("invalid world: ").to_string())
+        })
+    }
+
+    /// Judges the reports of this scenario's runs.
+    pub fn verdict(&self, reports: &[Report]) -> Verdict {
+        let mut found: BTreeMap<Finding, Vec<u64>> = BTreeMap::new();
+        for report in reports {
+            for finding in findings(report) {
+                found.entry(finding).or_default().push(report.seed);
+            }
+        }
+        let expected: BTreeSet<Finding> = match &self.expect {
+            Expect::Safe => BTreeSet::new(),
+            Expect::Findings(findings) => findings.iter().copied().collect(),
+        };
+        let missing = expected.iter().copied().filter(|finding| !found.contains_key(finding)).collect();
+        let unexpected = found
+            .iter()
+            .filter(|(finding, _)| {
+                finding.is_violation() && !expected.contains(finding) && !self.tolerate.contains(finding)
+            })
+            .map(|(finding, seeds)| (*finding, seeds.clone()))
+            .collect();
+        Verdict { found, missing, unexpected }
+    }
+}
+
+/// What one run showed.
+pub fn findings(report: &Report) -> BTreeSet<Finding> {
+    let mut findings: BTreeSet<Finding> =
+        report.violations.iter().map(|violation| Finding::Violation(violation.property)).collect();
+    if report.stats.stale_writes_rejected > 0 {
+        findings.insert(Finding::StaleWritesRejected);
+    }
+    findings
+}
+
+/// How a scenario's runs compare with what it expects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Every finding, with the seeds that showed it.
+    pub found: BTreeMap<Finding, Vec<u64>>,
+    /// Expected findings no seed showed.
+    pub missing: Vec<Finding>,
+    /// Violations neither expected nor tolerated, with the seeds that
+    /// showed them.
+    pub unexpected: Vec<(Finding, Vec<u64>)>,
+}
+
+impl Verdict {
+    /// Whether the outcome is what the scenario expects.
+    pub fn as_expected(&self) -> bool {
+        self.missing.is_empty() && self.unexpected.is_empty()
+    }
+
+    /// A seed that reproduces the outcome's first problem: the first seed
+    /// of the first unexpected violation, or `None` when only an expected
+    /// finding is missing (no single seed shows an absence).
+    pub fn replay_seed(&self) -> Option<u64> {
+        self.unexpected.first().and_then(|(_, seeds)| seeds.first().copied())
+    }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+    (line, column)
+}
+
+/// Where the field at `path` (such as `nodes[1].elector.ttl_ms`) is set in
+/// `text`, found by reading the TOML again with spans. A field that is not
+/// written out (it took its default) points at the nearest table that is.
+fn field_span(text: &str, path: &str) -> Option<std::ops::Range<usize>> {
+    use toml::de::{DeTable, DeValue};
+    fn lookup<'i>(value: &DeValue<'i>, key: &str) -> Option<toml::Spanned<DeValue<'i>>> {
+        let DeValue::Table(table) = value else { return None };
+        table.iter().find(|(name, _)| name.get_ref().as_ref() == key).map(|(_, value)| value.clone())
+    }
+    let document = DeTable::parse(text).ok()?;
+    let mut span = document.span();
+    let mut current = DeValue::Table(document.into_inner());
+    for part in path.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((key, rest)) => (key, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(value) = lookup(&current, key) else { return Some(span) };
+        span = value.span();
+        current = value.into_inner();
+        if let Some(index) = index {
+            let DeValue::Array(items) = &current else { return Some(span) };
+            let Some(item) = items.get(index).cloned() else { return Some(span) };
+            span = item.span();
+            current = item.into_inner();
+        }
+    }
+    Some(span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "description = \"x\"\nexpect = \"safe\"\nduration_ms = 1000\n\n[[nodes]]\nname = \"a\"\n";
+
+    fn error(text: &str) -> ScenarioError {
+        Scenario::parse("s.toml", text).unwrap_err()
+    }
+
+    #[test]
+    fn a_minimal_file_takes_the_defaults() {
+        let scenario = Scenario::parse("s.toml", MINIMAL).unwrap();
+        assert_eq!(scenario.seeds, DEFAULT_SEEDS);
+        assert_eq!(scenario.tick_ms, 10);
+        assert_eq!(scenario.world().nodes[0].elector.ttl_ms, 6_000);
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_line_and_the_field_path() {
+        let err = error(&format!("{MINIMAL}\n[nodes.elector]\nttl_ms = \"six\"\n"));
+        assert_eq!(err.line, 9, "{err}");
+        assert_eq!(err.field, "nodes[0].elector.ttl_ms", "{err}");
+        assert!(err.message.contains("invalid type"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_with_its_name() {
+        let err = error(&MINIMAL.replace("name = \"a\"", "name = \"a\"\nttl = 5"));
+        assert_eq!(err.line, 7, "{err}");
+        assert!(err.message.contains("unknown field `ttl`"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_field_and_bad_syntax_are_reported() {
+        let err = error(&MINIMAL.replace("duration_ms = 1000\n", ""));
+        assert!(err.message.contains("duration_ms"), "{err}");
+        let err = error("description = \"x\nexpect = 1");
+        assert_eq!(err.line, 1, "{err}");
+        assert!(err.field.is_empty());
+    }
+
+    #[test]
+    fn expectations_are_checked_by_name() {
+        let err = error(&MINIMAL.replace("\"safe\"", "[\"two leaders\"]"));
+        assert_eq!((err.line, err.field.as_str()), (2, "expect"), "{err}");
+        assert!(err.message.contains("one-holder-per-generation"), "lists the known names: {err}");
+        let err = error(&MINIMAL.replace("\"safe\"", "\"fine\""));
+        assert!(err.message.contains("\"safe\""), "{err}");
+        let err = error(&MINIMAL.replace("\"safe\"", "[]"));
+        assert!(err.message.contains("accept anything"), "{err}");
+    }
+
+    #[test]
+    fn a_schedule_naming_an_unknown_node_or_mode_is_refused() {
+        let err = error(&format!("{MINIMAL}\n[[schedule]]\nat_ms = 5\naction = \"crash\"\nnode = \"zz\"\n"));
+        assert_eq!(err.field, "schedule", "{err}");
+        assert_eq!(err.line, 8, "{err}");
+        assert!(err.message.contains("\"zz\""), "{err}");
+        let err = error(&format!("{MINIMAL}\n[[schedule]]\nat_ms = 5\naction = \"explode\"\nnode = \"a\"\n"));
+        assert!(err.message.contains("explode"), "{err}");
+        let err = error(&format!("{MINIMAL}\n[[schedule]]\nat_ms = 5\naction = \"pause\"\nnode = \"a\"\nfor = 3\n"));
+        assert_eq!(err.field, "schedule[0]", "{err}");
+        assert!(err.message.contains("unknown field `for`"), "{err}");
+        let err = error(&format!("{MINIMAL}\n[[schedule]]\nat_ms = 5\naction = \"crash\"\nnode = \"s3\"\n"));
+        assert!(err.message.contains("applies to nodes"), "{err}");
+        let err = error(&format!("{MINIMAL}\n[s3]\nmode = \"garage\"\n"));
+        assert_eq!(err.field, "s3.mode", "{err}");
+        assert!(err.message.contains("ignore-if-none-match"), "{err}");
+    }
+
+    #[test]
+    fn zero_seeds_and_zero_ttl_are_refused() {
+        let err = error(&MINIMAL.replace("expect", "seeds = 0\nexpect"));
+        assert_eq!((err.line, err.field.as_str()), (2, "seeds"), "{err}");
+        let err = error(&format!("{MINIMAL}\n[nodes.elector]\nttl_ms = 0\n"));
+        assert_eq!((err.line, err.field.as_str()), (9, "nodes[0].elector.ttl_ms"), "{err}");
+    }
+
+    #[test]
+    fn a_scenario_survives_a_round_trip_through_toml() {
+        let mut scenario = Scenario::parse("s.toml", MINIMAL).unwrap();
+        scenario.expect = Expect::Findings(vec![Finding::Violation(Property::NoBeliefOverlap)]);
+        scenario.schedule.push(Scheduled { at_ms: 5, action: crate::world::Action::Crash { node: "a".into() } });
+        let text = scenario.to_toml().unwrap();
+        assert_eq!(Scenario::parse("again.toml", &text).unwrap(), scenario, "{text}");
+    }
+
+    #[test]
+    fn the_verdict_wants_every_expected_finding_and_no_other_violation() {
+        let scenario = Scenario::parse("s.toml", MINIMAL).unwrap();
+        let verdict = Verdict { found: BTreeMap::new(), ..Verdict::default() };
+        assert!(verdict.as_expected());
+        let expecting = Scenario {
+            expect: Expect::Findings(vec![Finding::StaleWritesRejected]),
+            tolerate: vec![Finding::Violation(Property::Liveness)],
+            ..scenario
+        };
+        assert_eq!(expecting.verdict(&[]).missing, vec![Finding::StaleWritesRejected]);
+    }
+}

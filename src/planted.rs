@@ -1,0 +1,162 @@
+//! Deliberate bugs, one per safety rule, for showing that the simulator's
+//! scenarios catch what they exist to catch.
+//!
+//! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's table (I1 to
+//! I10) in the elector, the way real libraries have broken it. A bug is
+//! active only when the crate is built with the `planted` feature *and* the
+//! bug has been chosen at run time with [`plant`]. Without the feature this
+//! module is private, [`active`] is a constant `false`, and the compiler
+//! removes every planted branch: release builds never enable it.
+//!
+//! ```
+//! # #[cfg(feature = "planted")] {
+//! use hoplock::planted::{self, Bug};
+//!
+//! let bug: Bug = "skip-lock-delay".parse().unwrap();
+//! assert_eq!(bug.rule(), "I5");
+//! planted::plant(Some(bug));
+//! assert_eq!(planted::planted(), Some(bug));
+//! planted::plant(None);
+//! # }
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One deliberate bug, named after what it does wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(not(feature = "planted"), allow(dead_code))]
+pub enum Bug {
+    /// I1: an involuntary takeover writes the highest generation seen
+    /// instead of the next one, so two holders share a fencing token.
+    ReusedGeneration,
+    /// I2: release deletes the record, and a missing key starts over at
+    /// generation 1 (the Go hoplock's and Litestream's behaviour).
+    ReleaseDeletes,
+    /// I3: a renewal that fails or times out extends the term as if it had
+    /// succeeded, so a leader cut off from the store keeps leading.
+    LeadWhileUnreachable,
+    /// I4: a contender takes over once the record's `expires_at` has passed
+    /// on its own wall clock.
+    TrustExpiresAt,
+    /// I5: the lock-delay is skipped after an involuntary takeover.
+    SkipLockDelay,
+    /// I6: a stop request releases the lease at once, while the leader-only
+    /// work is still running.
+    ReleaseBeforeWorkStops,
+    /// I7: a takeover write with an unknown outcome counts as won whenever
+    /// the read-back shows any record, without comparing the nonce.
+    ActOnUnknownOutcome,
+    /// I8: renewals write the same bytes again (same nonce, same
+    /// `expires_at`), so the ETag never changes and contenders see a dead
+    /// lease.
+    ReuseRecordBytes,
+    /// I9: the holder times its term on the wall clock, so an NTP step
+    /// backwards extends it.
+    WallClockDeadline,
+    /// I10: the incarnation id is derived from the owner name, so a second
+    /// process under the same name treats the first one's lease as its own.
+    FixedIncarnation,
+}
+
+#[cfg_attr(not(feature = "planted"), allow(dead_code))]
+impl Bug {
+    /// Every bug, in rule order.
+    pub const ALL: [Bug; 10] = [
+        Bug::ReusedGeneration,
+        Bug::ReleaseDeletes,
+        Bug::LeadWhileUnreachable,
+        Bug::TrustExpiresAt,
+        Bug::SkipLockDelay,
+        Bug::ReleaseBeforeWorkStops,
+        Bug::ActOnUnknownOutcome,
+        Bug::ReuseRecordBytes,
+        Bug::WallClockDeadline,
+        Bug::FixedIncarnation,
+    ];
+
+    /// The kebab-case name `--planted` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Bug::ReusedGeneration => "reused-generation",
+            Bug::ReleaseDeletes => "release-deletes",
+            Bug::LeadWhileUnreachable => "lead-while-unreachable",
+            Bug::TrustExpiresAt => "trust-expires-at",
+            Bug::SkipLockDelay => "skip-lock-delay",
+            Bug::ReleaseBeforeWorkStops => "release-before-work-stops",
+            Bug::ActOnUnknownOutcome => "act-on-unknown-outcome",
+            Bug::ReuseRecordBytes => "reuse-record-bytes",
+            Bug::WallClockDeadline => "wall-clock-deadline",
+            Bug::FixedIncarnation => "fixed-incarnation",
+        }
+    }
+
+    /// The safety rule the bug breaks.
+    pub const fn rule(self) -> &'static str {
+        match self {
+            Bug::ReusedGeneration => "I1",
+            Bug::ReleaseDeletes => "I2",
+            Bug::LeadWhileUnreachable => "I3",
+            Bug::TrustExpiresAt => "I4",
+            Bug::SkipLockDelay => "I5",
+            Bug::ReleaseBeforeWorkStops => "I6",
+            Bug::ActOnUnknownOutcome => "I7",
+            Bug::ReuseRecordBytes => "I8",
+            Bug::WallClockDeadline => "I9",
+            Bug::FixedIncarnation => "I10",
+        }
+    }
+}
+
+impl fmt::Display for Bug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not one of [`Bug::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown planted bug {given:?}; known: {}", Bug::ALL.map(Bug::name).join(", "))]
+pub struct UnknownBug {
+    /// The name given.
+    pub given: String,
+}
+
+impl FromStr for Bug {
+    type Err = UnknownBug;
+
+    fn from_str(name: &str) -> Result<Bug, UnknownBug> {
+        Bug::ALL.into_iter().find(|bug| bug.name() == name).ok_or_else(|| UnknownBug { given: name.into() })
+    }
+}
+
+#[cfg(feature = "planted")]
+static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Activates `bug` for every elector in the process (`None`: none).
+#[cfg(feature = "planted")]
+pub fn plant(bug: Option<Bug>) {
+    let code = bug.map_or(0, |bug| Bug::ALL.iter().position(|b| *b == bug).map_or(0, |i| i as u8 + 1));
+    ACTIVE.store(code, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The bug now active, if any.
+#[cfg(feature = "planted")]
+pub fn planted() -> Option<Bug> {
+    let code = ACTIVE.load(std::sync::atomic::Ordering::SeqCst);
+    code.checked_sub(1).and_then(|i| Bug::ALL.get(usize::from(i)).copied())
+}
+
+/// Whether `bug` is active. Always `false` without the `planted` feature.
+#[inline(always)]
+#[cfg_attr(not(feature = "planted"), allow(unused_variables))]
+pub(crate) fn active(bug: Bug) -> bool {
+    #[cfg(feature = "planted")]
+    {
+        planted() == Some(bug)
+    }
+    #[cfg(not(feature = "planted"))]
+    {
+        false
+    }
+}

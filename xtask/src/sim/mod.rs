@@ -1,0 +1,489 @@
+//! `cargo xtask sim`: runs the scenario files under `scenarios/` in the
+//! deterministic simulator and says whether each outcome is what its file
+//! expects.
+//!
+//! With no options every scenario runs over its default seeds, spread over
+//! all cores. One table comes out, and the exit status is non-zero if any
+//! outcome differs from what its file expects; for each such outcome the
+//! exact command that replays it is printed. `--seed` runs one seed and
+//! prints every violation with its simulated time; `--trace` and
+//! `--timeline` write that one run's history and picture. `--swarm` draws
+//! random scenarios instead, and `--planted` runs with one of the library's
+//! deliberate bugs switched on.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hoplock_sim::runner::{self, Report};
+use hoplock_sim::scenario::{Finding, Scenario, Verdict};
+use serde::Serialize;
+
+mod swarm;
+mod table;
+mod timeline;
+
+const USAGE: &str = "usage: cargo xtask sim [options]
+
+  --scenario NAME   run only this scenario (file name without .toml, or a path
+                    to a .toml file); may be given more than once
+  --seeds N         run seeds 0..N instead of each file's default
+  --seed S          run seed S only, and print every violation
+  --json            print a machine-readable report instead of the table
+  --trace FILE      write the run's history as JSON lines (one run only)
+  --timeline FILE   draw the run as an SVG picture (one run only)
+  --jobs N          worker threads (default: all cores)
+  --planted NAME    switch on one of the library's deliberate bugs; `all`
+                    checks that the scenarios catch every one of them
+  --swarm N         run N random scenarios; shrink and save the first failure
+                    (--seed S picks the strategy's seed)
+  --mode MODE       with --swarm: force this fake S3 provider mode
+  --out DIR         with --swarm: where to write the shrunk scenario
+                    (default target/swarm)";
+
+/// Parsed command line.
+#[derive(Debug, Default)]
+struct Options {
+    scenarios: Vec<String>,
+    seeds: Option<u64>,
+    seed: Option<u64>,
+    json: bool,
+    trace: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+    jobs: Option<usize>,
+    planted: Option<String>,
+    swarm: Option<u64>,
+    mode: Option<String>,
+    out: Option<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().cloned().ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"));
+        let number = |name: &str, text: String| {
+            text.parse::<u64>().map_err(|_| format!("{name} takes a whole number, not {text:?}"))
+        };
+        match arg.as_str() {
+            "--scenario" => options.scenarios.push(value("--scenario")?),
+            "--seeds" => {
+                let seeds = number("--seeds", value("--seeds")?)?;
+                if seeds == 0 {
+                    return Err("--seeds must be at least 1".into());
+                }
+                options.seeds = Some(seeds);
+            }
+            "--seed" => options.seed = Some(number("--seed", value("--seed")?)?),
+            "--json" => options.json = true,
+            "--trace" => options.trace = Some(value("--trace")?.into()),
+            "--timeline" => options.timeline = Some(value("--timeline")?.into()),
+            "--jobs" => options.jobs = Some(number("--jobs", value("--jobs")?)?.max(1) as usize),
+            "--planted" => options.planted = Some(value("--planted")?),
+            "--swarm" => options.swarm = Some(number("--swarm", value("--swarm")?)?),
+            "--mode" => options.mode = Some(value("--mode")?),
+            "--out" => options.out = Some(value("--out")?.into()),
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
+        }
+    }
+    if options.seeds.is_some() && options.seed.is_some() {
+        return Err("give --seeds or --seed, not both".into());
+    }
+    if options.mode.is_some() && options.swarm.is_none() {
+        return Err("--mode goes with --swarm; a scenario file sets its own mode".into());
+    }
+    Ok(options)
+}
+
+/// Runs the task. `Ok` means every outcome was as expected.
+pub fn run(args: &[String]) -> Result<(), String> {
+    let options = parse(args)?;
+    let root = crate::workspace_root()?;
+    if let Some(planted) = &options.planted {
+        return planted::run(root, planted, &options, args);
+    }
+    if let Some(count) = options.swarm {
+        return swarm::run(root, count, &options);
+    }
+    let scenarios = load(root, &options.scenarios)?;
+    let single = options.seed.is_some();
+    if (options.trace.is_some() || options.timeline.is_some()) && !(single && scenarios.len() == 1) {
+        return Err("--trace and --timeline draw one run: give one --scenario and a --seed".into());
+    }
+    let results = run_all(&scenarios, &options, options.trace.is_some() || options.timeline.is_some());
+    report(&scenarios, &results, &options)
+}
+
+/// A loaded scenario and the name the table and replay commands use.
+pub struct Named {
+    pub name: String,
+    pub scenario: Scenario,
+}
+
+/// Loads the named scenarios (all of `scenarios/` when none is named), in
+/// name order.
+pub fn load(root: &Path, names: &[String]) -> Result<Vec<Named>, String> {
+    let directory = root.join("scenarios");
+    let paths: Vec<PathBuf> = if names.is_empty() {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&directory)
+            .map_err(|err| format!("cannot list {}: {err}", directory.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+            .collect();
+        paths.sort();
+        paths
+    } else {
+        names
+            .iter()
+            .map(
+                |name| {
+                    if name.ends_with(".toml") { PathBuf::from(name) } else { directory.join(format!("{name}.toml")) }
+                },
+            )
+            .collect()
+    };
+    let mut loaded = Vec::new();
+    for path in paths {
+        if !path.exists() {
+            let known = load(root, &[]).map(|all| all.into_iter().map(|n| n.name).collect::<Vec<_>>().join(", "));
+            return Err(format!("no scenario {}; known: {}", path.display(), known.unwrap_or_default()));
+        }
+        let scenario = Scenario::load(&path).map_err(|err| err.to_string())?;
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = if path.starts_with(&directory) { name } else { path.display().to_string() };
+        loaded.push(Named { name, scenario });
+    }
+    if loaded.is_empty() {
+        return Err(format!("no scenario files in {}", directory.display()));
+    }
+    Ok(loaded)
+}
+
+/// One scenario's runs.
+pub struct Outcome {
+    pub reports: Vec<Report>,
+    pub verdict: Verdict,
+    /// Runs that could not start, with why.
+    pub errors: Vec<(u64, String)>,
+}
+
+impl Outcome {
+    pub fn as_expected(&self) -> bool {
+        self.errors.is_empty() && self.verdict.as_expected()
+    }
+}
+
+/// The seeds to run `scenario` with.
+fn seeds(scenario: &Scenario, options: &Options) -> Vec<u64> {
+    match (options.seed, options.seeds) {
+        (Some(seed), _) => vec![seed],
+        (None, Some(count)) => (0..count).collect(),
+        (None, None) => (0..scenario.seeds).collect(),
+    }
+}
+
+/// Runs every (scenario, seed) pair on `jobs` threads with a progress bar.
+/// Histories are dropped after checking unless `keep_entries`.
+fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Outcome> {
+    let jobs: Vec<(usize, u64)> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(index, named)| seeds(&named.scenario, options).into_iter().map(move |seed| (index, seed)))
+        .collect();
+    let worlds: Vec<_> = scenarios.iter().map(|named| named.scenario.world()).collect();
+    let results: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = AtomicUsize::new(0);
+    let done = Arc::new(AtomicUsize::new(0));
+    let threads = options.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let progress = Progress::new(jobs.len(), done.clone(), options.json);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(jobs.len()).max(1) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&(scenario, seed)) = jobs.get(index) else { return };
+                    let mut result = runner::run(&worlds[scenario], seed).map_err(|err| err.to_string());
+                    if let Ok(report) = &mut result
+                        && !keep_entries
+                    {
+                        report.entries = Vec::new();
+                    }
+                    results.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = Some(result);
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        scope.spawn(|| progress.show_until_done());
+    });
+    let results = results.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut outcomes: Vec<Outcome> = scenarios
+        .iter()
+        .map(|_| Outcome { reports: Vec::new(), verdict: Verdict::default(), errors: Vec::new() })
+        .collect();
+    for ((scenario, seed), result) in jobs.into_iter().zip(results) {
+        match result {
+            Some(Ok(report)) => outcomes[scenario].reports.push(report),
+            Some(Err(err)) => outcomes[scenario].errors.push((seed, err)),
+            None => outcomes[scenario].errors.push((seed, "the run did not finish".into())),
+        }
+    }
+    for (named, outcome) in scenarios.iter().zip(&mut outcomes) {
+        outcome.verdict = named.scenario.verdict(&outcome.reports);
+    }
+    outcomes
+}
+
+/// A progress bar on stderr: redrawn in place on a terminal, a line per
+/// tenth otherwise (CI logs).
+struct Progress {
+    total: usize,
+    done: Arc<AtomicUsize>,
+    quiet: bool,
+}
+
+impl Progress {
+    fn new(total: usize, done: Arc<AtomicUsize>, quiet: bool) -> Progress {
+        Progress { total, done, quiet }
+    }
+
+    fn show_until_done(&self) {
+        let terminal = std::io::stderr().is_terminal();
+        let mut printed_tenth = 0;
+        loop {
+            let done = self.done.load(Ordering::SeqCst);
+            if !self.quiet {
+                let width = 40;
+                let filled = (done * width).checked_div(self.total).unwrap_or(width);
+                if terminal {
+                    eprint!("\r[{}{}] {done}/{} runs", "#".repeat(filled), ".".repeat(width - filled), self.total);
+                    let _ = std::io::stderr().flush();
+                } else {
+                    let tenth = (done * 10).checked_div(self.total).unwrap_or(10);
+                    if tenth > printed_tenth {
+                        printed_tenth = tenth;
+                        eprintln!("  {done}/{} runs", self.total);
+                    }
+                }
+            }
+            if done >= self.total {
+                if terminal && !self.quiet {
+                    eprintln!();
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Prints the table (or JSON), the details of single-seed runs and the
+/// replay commands; writes the trace and timeline.
+fn report(scenarios: &[Named], outcomes: &[Outcome], options: &Options) -> Result<(), String> {
+    if options.json {
+        let json = json_report(scenarios, outcomes);
+        println!("{}", serde_json::to_string_pretty(&json).map_err(|err| err.to_string())?);
+    } else {
+        print!("{}", table::render(scenarios, outcomes));
+    }
+    if options.seed.is_some() && !options.json {
+        for (named, outcome) in scenarios.iter().zip(outcomes) {
+            for report in &outcome.reports {
+                details(&named.name, report);
+            }
+        }
+    }
+    if let (Some(path), Some(report)) = (&options.trace, outcomes.first().and_then(|o| o.reports.first())) {
+        std::fs::write(path, hoplock_sim::history::to_json_lines(&report.entries))
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        eprintln!("trace written to {} ({} entries)", path.display(), report.entries.len());
+    }
+    if let (Some(path), Some(report)) = (&options.timeline, outcomes.first().and_then(|o| o.reports.first())) {
+        let named = &scenarios[0];
+        timeline::draw(&named.scenario.world(), report, &named.name, path)?;
+        eprintln!("timeline drawn to {}", path.display());
+    }
+    let mut failed = 0;
+    for (named, outcome) in scenarios.iter().zip(outcomes) {
+        if outcome.as_expected() {
+            continue;
+        }
+        failed += 1;
+        explain(named, outcome, options);
+    }
+    if failed == 0 { Ok(()) } else { Err(format!("{failed} scenario(s) did not turn out as expected")) }
+}
+
+/// Says what differs from the expectation and how to replay it.
+fn explain(named: &Named, outcome: &Outcome, options: &Options) {
+    let name = &named.name;
+    eprintln!("\n{name}: not as expected");
+    for (seed, err) in &outcome.errors {
+        eprintln!("  seed {seed} could not run: {err}");
+    }
+    for (finding, seeds) in &outcome.verdict.unexpected {
+        let shown: Vec<String> = seeds.iter().take(8).map(u64::to_string).collect();
+        eprintln!("  unexpected {finding} ({}) in seeds {}", finding.summary(), shown.join(", "));
+        if let Some(report) = outcome.reports.iter().find(|report| Some(&report.seed) == seeds.first())
+            && let Some(first) = report.violations.iter().find(|v| Finding::Violation(v.property) == *finding)
+        {
+            eprintln!("    first: {first}");
+        }
+    }
+    for finding in &outcome.verdict.missing {
+        let ran = seeds(&named.scenario, options);
+        eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
+    }
+    let planted = options.planted.as_ref().map(|bug| format!(" --planted {bug}")).unwrap_or_default();
+    match outcome.verdict.replay_seed() {
+        Some(seed) => eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}"),
+        None => eprintln!("  rerun: cargo xtask sim --scenario {name}{planted}"),
+    }
+}
+
+/// Every violation of one run, with its simulated time.
+fn details(name: &str, report: &Report) {
+    println!("\n{name} seed {}: trace hash {:016x}", report.seed, report.trace_hash);
+    let stats = &report.stats;
+    println!(
+        "  {} terms, {} takeovers, {} S3 requests, {} stale writes rejected, {:.0} simulated s in {:.2} CPU s",
+        stats.terms,
+        stats.takeovers,
+        stats.s3_requests,
+        stats.stale_writes_rejected,
+        stats.simulated_secs,
+        stats.cpu_secs
+    );
+    if report.violations.is_empty() {
+        println!("  no violations");
+    }
+    for violation in &report.violations {
+        println!("  {violation}");
+    }
+}
+
+#[derive(Serialize)]
+struct JsonScenario<'a> {
+    scenario: &'a str,
+    description: &'a str,
+    expected: String,
+    as_expected: bool,
+    missing: Vec<Finding>,
+    unexpected: Vec<(Finding, Vec<u64>)>,
+    runs: Vec<JsonRun<'a>>,
+    errors: &'a [(u64, String)],
+}
+
+#[derive(Serialize)]
+struct JsonRun<'a> {
+    seed: u64,
+    trace_hash: String,
+    findings: BTreeSet<Finding>,
+    violations: &'a [hoplock_sim::invariants::Violation],
+    stats: &'a hoplock_sim::runner::Stats,
+}
+
+fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonScenario<'a>> {
+    scenarios
+        .iter()
+        .zip(outcomes)
+        .map(|(named, outcome)| JsonScenario {
+            scenario: &named.name,
+            description: &named.scenario.description,
+            expected: named.scenario.expect.to_string(),
+            as_expected: outcome.as_expected(),
+            missing: outcome.verdict.missing.clone(),
+            unexpected: outcome.verdict.unexpected.clone(),
+            runs: outcome
+                .reports
+                .iter()
+                .map(|report| JsonRun {
+                    seed: report.seed,
+                    trace_hash: format!("{:016x}", report.trace_hash),
+                    findings: hoplock_sim::scenario::findings(report),
+                    violations: &report.violations,
+                    stats: &report.stats,
+                })
+                .collect(),
+            errors: &outcome.errors,
+        })
+        .collect()
+}
+
+mod planted {
+    //! `--planted NAME`: the same runs with one of the library's
+    //! deliberate bugs switched on. `--planted all` checks that the
+    //! scenarios catch every bug: it succeeds only if each one makes at
+    //! least one scenario turn out other than its file expects.
+
+    use super::*;
+
+    pub fn run(root: &Path, name: &str, options: &Options, args: &[String]) -> Result<(), String> {
+        if !cfg!(feature = "planted") {
+            return rerun_with_feature(args);
+        }
+        check(root, name, options)
+    }
+
+    /// The bugs exist only in a build with the `planted` feature, so a
+    /// plain build runs itself again through cargo with it.
+    fn rerun_with_feature(args: &[String]) -> Result<(), String> {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["run", "--quiet", "--profile", "test", "--package", "xtask", "--features", "planted", "--", "sim"])
+            .args(args)
+            .status()
+            .map_err(|err| format!("could not start cargo: {err}"))?;
+        if status.success() { Ok(()) } else { Err(format!("the planted run failed ({status})")) }
+    }
+
+    #[cfg(not(feature = "planted"))]
+    fn check(_: &Path, _: &str, _: &Options) -> Result<(), String> {
+        unreachable!("only called in a build with the planted feature")
+    }
+
+    #[cfg(feature = "planted")]
+    fn check(root: &Path, name: &str, options: &Options) -> Result<(), String> {
+        use hoplock::planted::{self, Bug};
+
+        let scenarios = load(root, &options.scenarios)?;
+        if name != "all" {
+            let bug: Bug = name.parse().map_err(|err: planted::UnknownBug| err.to_string())?;
+            planted::plant(Some(bug));
+            eprintln!("==> planted bug {bug} (breaks {})", bug.rule());
+            let outcomes = run_all(&scenarios, options, false);
+            return report(&scenarios, &outcomes, options);
+        }
+        let mut missed = Vec::new();
+        println!("{:<27} {:<5} {:>6}  caught by", "planted bug", "rule", "caught");
+        for bug in Bug::ALL {
+            planted::plant(Some(bug));
+            let outcomes = run_all(&scenarios, options, false);
+            let catching: Vec<&str> = scenarios
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, outcome)| !outcome.as_expected())
+                .map(|(named, _)| named.name.as_str())
+                .collect();
+            println!(
+                "{:<27} {:<5} {:>6}  {}",
+                bug.name(),
+                bug.rule(),
+                if catching.is_empty() { "NO" } else { "yes" },
+                catching.join(", ")
+            );
+            if catching.is_empty() {
+                missed.push(bug.name());
+            }
+        }
+        planted::plant(None);
+        if missed.is_empty() {
+            println!("every planted bug was caught by the scenarios");
+            Ok(())
+        } else {
+            Err(format!("no scenario caught: {}", missed.join(", ")))
+        }
+    }
+}

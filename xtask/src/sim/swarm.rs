@@ -1,0 +1,335 @@
+//! `--swarm N`: random scenarios, drawn with proptest strategies, each run
+//! with seed 0 and checked for safety violations.
+//!
+//! When one fails, proptest shrinks it: fewer nodes, fewer and earlier
+//! faults, smaller clock offsets, milder store faults, as long as some
+//! safety property still breaks. The smallest failing world is written out
+//! as a scenario file that expects exactly the violations it shows, ready
+//! to be copied into `scenarios/`, and read back and run once more to show
+//! that the file reproduces them.
+//!
+//! Liveness is reported but never counts as a failure here: random fault
+//! mixes may keep a store unusable for longer than any bound the checker
+//! could assume.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use hoplock_sim::clocks::ClockSpec;
+use hoplock_sim::fake_s3::{Faults, Latency, OpFaults, ProviderMode};
+use hoplock_sim::invariants::Property;
+use hoplock_sim::runner;
+use hoplock_sim::scenario::{Expect, Finding, Scenario};
+use hoplock_sim::world::{Action, ElectorSpec, LEADER, NetworkSpec, NodeSpec, S3Spec, Scheduled, WorkloadSpec, World};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
+
+use super::Options;
+
+/// The seed every swarm world runs with: the randomness is in the world.
+const RUN_SEED: u64 = 0;
+
+pub fn run(root: &Path, count: u64, options: &Options) -> Result<(), String> {
+    let mode = match &options.mode {
+        Some(name) => Some(name.parse::<ProviderMode>().map_err(|err| err.to_string())?),
+        None => None,
+    };
+    let out = options.out.clone().unwrap_or_else(|| root.join("target").join("swarm"));
+    let seed = options.seed.unwrap_or(0);
+    eprintln!(
+        "==> swarm: {count} random scenarios (strategy seed {seed}{})",
+        mode.map(|mode| format!(", provider mode {mode}")).unwrap_or_default()
+    );
+    match search(count, mode, seed)? {
+        None => {
+            println!("{count} random scenarios, no safety violation");
+            Ok(())
+        }
+        Some(found) => {
+            let path = save(&found, &out, mode, seed)?;
+            let again = Scenario::load(&path).map_err(|err| err.to_string())?;
+            let report = runner::run(&again.world(), RUN_SEED).map_err(|err| err.to_string())?;
+            let reproduced = safety_findings(&report.violations) == found.findings;
+            println!("found and shrunk a failing scenario: {}", path.display());
+            println!(
+                "  {} node(s), {} scheduled fault(s), {} ms",
+                found.world.nodes.len(),
+                found.world.schedule.len(),
+                found.world.duration_ms
+            );
+            for violation in report.violations.iter().take(5) {
+                // The linearizability checker explains over many lines;
+                // the first says what broke.
+                println!("  {}", violation.to_string().lines().next().unwrap_or_default());
+            }
+            println!(
+                "  the written file {} the violations",
+                if reproduced { "reproduces" } else { "does NOT reproduce" }
+            );
+            println!("  replay: cargo xtask sim --scenario {} --seed {RUN_SEED}", path.display());
+            Err("the swarm found a safety violation".into())
+        }
+    }
+}
+
+/// A failing world after shrinking, and what it breaks.
+pub struct Found {
+    pub world: World,
+    pub findings: Vec<Finding>,
+    pub tolerated: Vec<Finding>,
+}
+
+/// Runs up to `count` random worlds; returns the shrunk first failure.
+pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Option<Found>, String> {
+    let config = Config {
+        cases: u32::try_from(count).unwrap_or(u32::MAX),
+        failure_persistence: None,
+        max_shrink_iters: 400,
+        ..Config::default()
+    };
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
+    let failure: RefCell<Option<String>> = RefCell::new(None);
+    let result = runner.run(&world_strategy(mode), |world| {
+        let report = runner::run(&world, RUN_SEED).map_err(|err| {
+            *failure.borrow_mut() = Some(format!("a drawn world could not run: {err}"));
+            TestCaseError::fail(err.to_string())
+        })?;
+        let safety = safety_findings(&report.violations);
+        if safety.is_empty() {
+            Ok(())
+        } else {
+            let names: Vec<&str> = safety.iter().map(|finding| finding.name()).collect();
+            Err(TestCaseError::fail(names.join(", ")))
+        }
+    });
+    if let Some(problem) = failure.into_inner() {
+        return Err(problem);
+    }
+    match result {
+        Ok(()) => Ok(None),
+        Err(TestError::Fail(_, world)) => {
+            let report = runner::run(&world, RUN_SEED).map_err(|err| err.to_string())?;
+            let findings = safety_findings(&report.violations);
+            let tolerated = report
+                .violations
+                .iter()
+                .map(|violation| Finding::Violation(violation.property))
+                .filter(|finding| !findings.contains(finding))
+                .fold(Vec::new(), |mut all, finding| {
+                    if !all.contains(&finding) {
+                        all.push(finding);
+                    }
+                    all
+                });
+            Ok(Some(Found { world, findings, tolerated }))
+        }
+        Err(TestError::Abort(reason)) => Err(format!("the swarm stopped: {reason}")),
+    }
+}
+
+/// The safety properties a run broke, in report order.
+fn safety_findings(violations: &[hoplock_sim::invariants::Violation]) -> Vec<Finding> {
+    Property::ALL
+        .into_iter()
+        .filter(|property| *property != Property::Liveness)
+        .filter(|property| violations.iter().any(|violation| violation.property == *property))
+        .map(Finding::Violation)
+        .collect()
+}
+
+/// Writes the shrunk world as a scenario file and returns its path.
+fn save(found: &Found, out: &Path, mode: Option<ProviderMode>, seed: u64) -> Result<PathBuf, String> {
+    let description = format!(
+        "Found by `cargo xtask sim --swarm` (strategy seed {seed}{}) and shrunk; it breaks {} with seed {RUN_SEED}.",
+        mode.map(|mode| format!(", provider mode {mode}")).unwrap_or_default(),
+        found.findings.iter().map(|finding| finding.name()).collect::<Vec<_>>().join(", ")
+    );
+    let mut scenario = Scenario::from_world(description, found.world.clone(), Expect::Findings(found.findings.clone()));
+    scenario.tolerate = found.tolerated.clone();
+    let text = scenario.to_toml()?;
+    std::fs::create_dir_all(out).map_err(|err| format!("cannot create {}: {err}", out.display()))?;
+    let name = format!("swarm-{}-{seed}.toml", mode.map_or("honest".to_string(), |mode| mode.to_string()));
+    let path = out.join(name);
+    std::fs::write(&path, text).map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(path)
+}
+
+/// A fault as drawn: when, what, at whom (`None`: the current leader) and
+/// for how long. Faults with a duration expand into two scheduled actions.
+#[derive(Clone, Debug)]
+struct Drawn {
+    at_ms: u64,
+    kind: Kind,
+    target: Option<usize>,
+    span_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    CrashRestart,
+    PartitionFromStore,
+    RepliesLost,
+    Pause,
+    StepBack,
+    StopRestart,
+}
+
+/// Random worlds: 2 to 5 nodes with clocks offset by up to ten minutes and
+/// drifting within their bound, a store with some faults, and up to six
+/// scheduled faults.
+pub fn world_strategy(mode: Option<ProviderMode>) -> impl Strategy<Value = World> {
+    let nodes = prop::collection::vec(node_strategy(), 2..=5);
+    let faults = prop::collection::vec(drawn_strategy(), 0..=6);
+    (nodes, faults, store_strategy(), 20_000u64..=90_000).prop_map(move |(nodes, drawn, faults, duration_ms)| {
+        let nodes: Vec<NodeSpec> = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(index, mut node)| {
+                node.name = format!("n{index}");
+                node
+            })
+            .collect();
+        let mut schedule = Vec::new();
+        for fault in drawn {
+            expand(&fault, &nodes, duration_ms, &mut schedule);
+        }
+        schedule.sort_by_key(|scheduled| scheduled.at_ms);
+        World {
+            nodes,
+            s3: S3Spec { mode: mode.unwrap_or(ProviderMode::Honest), faults },
+            schedule,
+            duration_ms,
+            tick_ms: 10,
+            network: NetworkSpec::default(),
+        }
+    })
+}
+
+fn node_strategy() -> impl Strategy<Value = NodeSpec> {
+    let clock = (-600_000i64..=600_000, -1_000_000i64..=1_000_000).prop_map(|(offset_ms, drift_ppb)| ClockSpec {
+        offset_ms,
+        drift_ppb,
+        steps: Vec::new(),
+    });
+    let elector = (prop::sample::select(vec![6_000u64, 3_000, 12_000]), 0u64..=2_000)
+        .prop_map(|(ttl_ms, lock_delay_ms)| ElectorSpec { ttl_ms, lock_delay_ms, ..ElectorSpec::default() });
+    let workload = (prop::option::of(5_000u64..=30_000), 0u64..=3_000).prop_map(|(release_after_ms, ignore)| {
+        WorkloadSpec { release_after_ms, ignore_cancellation_ms: ignore, ..WorkloadSpec::default() }
+    });
+    (clock, elector, workload).prop_map(|(clock, elector, workload)| NodeSpec {
+        name: String::new(),
+        owner: None,
+        clock,
+        elector,
+        workload,
+    })
+}
+
+fn store_strategy() -> impl Strategy<Value = Faults> {
+    let op = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, prop::option::of(0u64..=1_500)).prop_map(
+        |(error_500_rate, slow_down_503_rate, ambiguous_success_rate, latency)| OpFaults {
+            latency: latency.map_or(Latency::None, |max_ms| Latency::Uniform { min_ms: 0, max_ms }),
+            error_500_rate,
+            slow_down_503_rate,
+            ambiguous_success_rate,
+        },
+    );
+    (op.clone(), op, any::<bool>()).prop_map(|(read, write, conflict_409_on_overlap)| Faults {
+        read: OpFaults { ambiguous_success_rate: 0.0, ..read },
+        write,
+        conflict_409_on_overlap,
+        ..Faults::default()
+    })
+}
+
+fn drawn_strategy() -> impl Strategy<Value = Drawn> {
+    let kind = prop::sample::select(vec![
+        Kind::CrashRestart,
+        Kind::PartitionFromStore,
+        Kind::RepliesLost,
+        Kind::Pause,
+        Kind::StepBack,
+        Kind::StopRestart,
+    ]);
+    (0u64..=80_000, kind, prop::option::of(0usize..5), 1_000u64..=20_000)
+        .prop_map(|(at_ms, kind, target, span_ms)| Drawn { at_ms, kind, target, span_ms })
+}
+
+/// Turns a drawn fault into scheduled actions. A target beyond the node
+/// count wraps around; the leader target heals every node's links.
+fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Vec<Scheduled>) {
+    let at_ms = fault.at_ms.min(duration_ms.saturating_sub(1));
+    let end_ms = at_ms + fault.span_ms;
+    let node = fault.target.map_or(LEADER.to_string(), |index| nodes[index % nodes.len()].name.clone());
+    let at = |at_ms: u64, action: Action| Scheduled { at_ms, action };
+    let heal = |schedule: &mut Vec<Scheduled>| {
+        // `@leader` may name another node by the time the fault heals, so
+        // that case heals every node's link to the store.
+        let names: Vec<String> = match fault.target {
+            Some(_) => vec![node.clone()],
+            None => nodes.iter().map(|node| node.name.clone()).collect(),
+        };
+        for name in names {
+            schedule.push(at(end_ms, Action::Repair { a: name, b: "s3".into() }));
+        }
+    };
+    match fault.kind {
+        Kind::CrashRestart => {
+            schedule.push(at(at_ms, Action::Crash { node: node.clone() }));
+            if fault.target.is_some() {
+                schedule.push(at(end_ms, Action::Restart { node }));
+            }
+        }
+        Kind::PartitionFromStore => {
+            schedule.push(at(at_ms, Action::Partition { a: node.clone(), b: "s3".into() }));
+            heal(schedule);
+        }
+        Kind::RepliesLost => {
+            schedule.push(at(at_ms, Action::PartitionOneway { from: "s3".into(), to: node.clone() }));
+            heal(schedule);
+        }
+        Kind::Pause => schedule.push(at(at_ms, Action::Pause { node, for_ms: fault.span_ms })),
+        Kind::StepBack => schedule.push(at(at_ms, Action::StepClock { node, by_ms: -(fault.span_ms as i64) * 10 })),
+        Kind::StopRestart => {
+            schedule.push(at(at_ms, Action::Stop { node: node.clone() }));
+            if fault.target.is_some() {
+                schedule.push(at(end_ms, Action::Restart { node }));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::strategy::ValueTree;
+
+    use super::*;
+
+    #[test]
+    fn a_provider_that_ignores_if_match_is_found_shrunk_and_reproduced() {
+        let found = search(20, Some(ProviderMode::IgnoreIfMatch), 0).unwrap().expect("a violation");
+        assert!(!found.findings.is_empty());
+        // Shrinking leaves little: the mode alone breaks safety.
+        assert!(found.world.nodes.len() <= 3, "{:?}", found.world.nodes.len());
+        assert!(found.world.schedule.len() <= 2, "{:?}", found.world.schedule);
+        let out = std::env::temp_dir().join(format!("hoplock-swarm-test-{}", std::process::id()));
+        let path = save(&found, &out, Some(ProviderMode::IgnoreIfMatch), 0).unwrap();
+        let scenario = Scenario::load(&path).unwrap();
+        let report = runner::run(&scenario.world(), RUN_SEED).unwrap();
+        assert_eq!(safety_findings(&report.violations), found.findings);
+        let verdict = scenario.verdict(std::slice::from_ref(&report));
+        assert!(verdict.as_expected(), "{verdict:?}");
+        let _ = std::fs::remove_dir_all(out);
+    }
+
+    #[test]
+    fn drawn_worlds_are_runnable() {
+        let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+        for _ in 0..50 {
+            let world = world_strategy(None).new_tree(&mut runner).unwrap().current();
+            runner::validate(&world).unwrap();
+        }
+    }
+}

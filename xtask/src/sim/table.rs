@@ -1,0 +1,113 @@
+//! The table `cargo xtask sim` prints: one row per scenario.
+
+use std::fmt::Write;
+
+use super::{Named, Outcome};
+
+/// Renders the table. Columns: scenario, seeds run, the expected outcome,
+/// the outcome, the violations found (with how many seeds showed each),
+/// failover gap p50/p99 over every takeover, S3 requests per hour of
+/// leadership, and simulated seconds per CPU second.
+pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
+    let header = [
+        "scenario",
+        "seeds",
+        "expected",
+        "outcome",
+        "violations",
+        "failover p50/p99",
+        "S3 req/leader-h",
+        "sim-s/CPU-s",
+    ];
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    let (mut total_sim, mut total_cpu, mut total_runs) = (0.0, 0.0, 0);
+    for (named, outcome) in scenarios.iter().zip(outcomes) {
+        let runs = outcome.reports.len();
+        let found: Vec<String> = outcome
+            .verdict
+            .found
+            .iter()
+            .filter(|(finding, _)| finding.is_violation())
+            .map(|(finding, seeds)| format!("{finding} {}/{runs}", seeds.len()))
+            .collect();
+        let mut gaps: Vec<u64> =
+            outcome.reports.iter().flat_map(|report| report.stats.failover_gaps_us.iter().copied()).collect();
+        gaps.sort_unstable();
+        let failover = if gaps.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}s/{:.2}s", percentile(&gaps, 50) as f64 / 1e6, percentile(&gaps, 99) as f64 / 1e6)
+        };
+        let requests: usize = outcome.reports.iter().map(|report| report.stats.s3_requests).sum();
+        let leader_hours: f64 = outcome.reports.iter().map(|report| report.stats.leader_hours).sum();
+        let per_hour = if leader_hours > 0.0 { format!("{:.0}", requests as f64 / leader_hours) } else { "-".into() };
+        let sim: f64 = outcome.reports.iter().map(|report| report.stats.simulated_secs).sum();
+        let cpu: f64 = outcome.reports.iter().map(|report| report.stats.cpu_secs).sum();
+        (total_sim, total_cpu, total_runs) = (total_sim + sim, total_cpu + cpu, total_runs + runs);
+        let stale = outcome.verdict.found.iter().find(|(finding, _)| !finding.is_violation());
+        let mut outcome_text = if outcome.as_expected() { "as expected".to_string() } else { "UNEXPECTED".to_string() };
+        if let Some((_, seeds)) = stale {
+            outcome_text.push_str(&format!(" (stale writes fenced {}/{runs})", seeds.len()));
+        }
+        rows.push([
+            named.name.clone(),
+            (runs + outcome.errors.len()).to_string(),
+            named.scenario.expect.to_string(),
+            outcome_text,
+            if found.is_empty() { "none".into() } else { found.join(", ") },
+            failover,
+            per_hour,
+            if cpu > 0.0 { format!("{:.0}", sim / cpu) } else { "-".into() },
+        ]);
+    }
+    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let padded: Vec<String> =
+            cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
+        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
+    };
+    line(&mut out, &header.map(String::from));
+    line(&mut out, &widths.iter().map(|width| "-".repeat(*width)).collect::<Vec<_>>());
+    for row in &rows {
+        line(&mut out, row);
+    }
+    let as_expected = outcomes.iter().filter(|outcome| outcome.as_expected()).count();
+    let _ = writeln!(
+        out,
+        "\n{as_expected}/{} scenarios as expected; {total_runs} runs, {:.0} simulated s in {:.1} CPU s ({:.0}x)",
+        outcomes.len(),
+        total_sim,
+        total_cpu,
+        if total_cpu > 0.0 { total_sim / total_cpu } else { 0.0 }
+    );
+    out
+}
+
+/// The `p`th percentile of sorted values (nearest rank).
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let values: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&values, 50), 50);
+        assert_eq!(percentile(&values, 99), 99);
+        assert_eq!(percentile(&[7], 99), 7);
+        assert_eq!(percentile(&[], 50), 0);
+    }
+}
