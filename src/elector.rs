@@ -32,7 +32,7 @@ use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
@@ -464,9 +464,6 @@ struct Held {
     record: LeaseRecord,
     /// When the last successful write was sent.
     sent_at: Instant,
-    /// The same moment on the wall clock; only a planted bug reads it.
-    #[cfg_attr(not(feature = "planted"), allow(dead_code))]
-    wall_sent: SystemTime,
     /// When the holder must have stopped acting.
     ends_at: Instant,
     /// Renewals since the last confirmed write whose outcome is not known
@@ -739,8 +736,9 @@ impl<B: Backend> Inner<B> {
     }
 
     /// The wall-clock time of the monotonic instant `at`, as the wall clock
-    /// reads now.
-    fn wall_at(&self, at: Instant) -> SystemTime {
+    /// reads now. Only a planted bug needs it.
+    #[cfg(feature = "planted")]
+    fn wall_at(&self, at: Instant) -> std::time::SystemTime {
         let ago = self.clock.now().saturating_duration_since(at);
         self.clock.wall().checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH)
     }
@@ -869,8 +867,7 @@ impl<B: Backend> Inner<B> {
             // The write landed, but so late that the term is already over.
             return Ok(None);
         }
-        let wall_sent = self.wall_at(sent_at);
-        Ok(Some(Held { version, record, sent_at, wall_sent, ends_at, pending: Vec::new() }))
+        Ok(Some(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
     }
 
     fn begin_term(&self, lease: Lease, context: LeaderContext) {
@@ -924,18 +921,10 @@ impl<B: Backend> Inner<B> {
 impl Held {
     /// Records a write of ours that the store confirmed: the term now runs
     /// from its send time, and older unresolved writes can no longer land.
-    fn confirm(
-        &mut self,
-        version: Version,
-        record: LeaseRecord,
-        sent_at: Instant,
-        wall_sent: SystemTime,
-        ends_at: Instant,
-    ) {
+    fn confirm(&mut self, version: Version, record: LeaseRecord, sent_at: Instant, ends_at: Instant) {
         self.version = version;
         self.record = record;
         self.sent_at = sent_at;
-        self.wall_sent = wall_sent;
         self.ends_at = ends_at;
         self.pending.clear();
     }
@@ -983,9 +972,13 @@ impl<B: Backend> TermGuard<B> {
         if stop_seen {
             self.cancel.send_replace(true);
         }
+        // Only the planted wall-clock bug reads the wall clock here.
+        #[cfg(feature = "planted")]
+        let mut wall_sent = inner.wall_at(held.sent_at);
         loop {
+            #[cfg(feature = "planted")]
             if planted::active(Bug::WallClockDeadline) {
-                let elapsed = inner.clock.wall().duration_since(held.wall_sent).unwrap_or_default();
+                let elapsed = inner.clock.wall().duration_since(wall_sent).unwrap_or_default();
                 held.ends_at = inner.clock.now() + timing.hold_for().saturating_sub(elapsed);
             }
             // Wait for the renewal time. The lease end comes first in every
@@ -1033,13 +1026,21 @@ impl<B: Backend> TermGuard<B> {
             let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
-                    held.confirm(version, record, sent_at, inner.wall_at(sent_at), inner.core().lease_end(sent_at));
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    #[cfg(feature = "planted")]
+                    {
+                        wall_sent = inner.wall_at(sent_at);
+                    }
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
                     inner.emit(Event::Renewed { generation: held.record.generation });
                 }
                 Renewal::Adopt { version, record, sent_at } => {
-                    held.confirm(version, record, sent_at, inner.wall_at(sent_at), inner.core().lease_end(sent_at));
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    #[cfg(feature = "planted")]
+                    {
+                        wall_sent = inner.wall_at(sent_at);
+                    }
                     // The adopted write is older than the attempt just made,
                     // so renew again soon.
                     next_renewal = inner.clock.now() + retry;

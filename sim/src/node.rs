@@ -107,6 +107,9 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     if let Some(renew) = spec.renew_ms {
         builder = builder.renew_interval(Duration::from_millis(renew));
     }
+    if let Some(margin) = spec.stop_margin_ms {
+        builder = builder.stop_margin(Duration::from_millis(margin));
+    }
     if let Some(poll) = spec.poll_ms {
         builder = builder.poll_interval(Duration::from_millis(poll));
     }

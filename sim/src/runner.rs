@@ -21,6 +21,9 @@ use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, World};
 
+/// The longest run a world may ask for: a week of simulated time.
+pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
+
 /// The true wall-clock time at the start of every run. Fixed, so traces do
 /// not depend on when they were made.
 pub const EPOCH_SECS: u64 = 1_893_456_000; // 2030-01-01T00:00:00Z
@@ -329,7 +332,7 @@ pub fn validate(world: &World) -> Result<(), SimError> {
     }
     let mut names = std::collections::BTreeSet::new();
     for node in &world.nodes {
-        if node.name == S3_HOST || node.name == "world" || node.name.is_empty() {
+        if node.name == S3_HOST || node.name == "world" || node.name.is_empty() || node.name.starts_with('@') {
             return invalid(format!("{:?} is not a usable node name", node.name));
         }
         if !names.insert(node.name.as_str()) {
@@ -358,8 +361,18 @@ pub fn validate(world: &World) -> Result<(), SimError> {
             return invalid(format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms));
         }
     }
-    if world.duration_ms == 0 {
-        return invalid("duration_ms must be more than zero".into());
+    if world.duration_ms == 0 || world.duration_ms > MAX_DURATION_MS {
+        return invalid(format!("duration_ms must be 1 to {MAX_DURATION_MS} (a week)"));
+    }
+    for (what, rate) in [("loss_rate", world.network.loss_rate), ("loss_repair_rate", world.network.loss_repair_rate)] {
+        if !(0.0..=1.0).contains(&rate) {
+            return invalid(format!("network.{what} must be within 0..=1, not {rate}"));
+        }
+    }
+    for node in &world.nodes {
+        if node.clock.drift_ppb.unsigned_abs() >= 100_000_000 {
+            return invalid(format!("node {:?}: drift_ppb must be within ±100000000 (10 %)", node.name));
+        }
     }
     world.s3.faults.validate().map_err(|err| SimError::InvalidWorld(err.to_string()))
 }
@@ -388,7 +401,7 @@ fn checker_context(world: &World) -> Context {
         .schedule
         .iter()
         .map(|s| match s.action {
-            Action::Pause { for_ms, .. } => s.at_ms + for_ms,
+            Action::Pause { for_ms, .. } => s.at_ms.saturating_add(for_ms),
             _ => s.at_ms,
         })
         .max()
@@ -398,13 +411,13 @@ fn checker_context(world: &World) -> Context {
     // A store that refuses conditional writes outright answers promptly and
     // honestly too: nobody can lead on it, and liveness must say so.
     let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode.is_safe();
-    let end_us = world.duration_ms * 1000;
+    let end_us = world.duration_ms.saturating_mul(1000);
     Context {
         nodes: world.node_names(),
         drift_within_bound,
         takeover_bound_us,
         handover_bound_us,
-        quiet_from_us: if store_faults_stop { last_fault * 1000 } else { end_us },
+        quiet_from_us: if store_faults_stop { last_fault.saturating_mul(1000) } else { end_us },
         store_reliable: store_faults_stop,
         end_us,
         facts: world
@@ -429,7 +442,12 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
             takeovers += 1;
             // A paused leader stopped acting when the pause began, though
             // its term only ends when it wakes.
-            let ended = pair[0].paused.first().map_or(pair[0].end_us, |(paused, _)| (*paused).min(pair[0].end_us));
+            let end = pair[0].end_us;
+            let ended = pair[0]
+                .paused
+                .iter()
+                .find(|(from, until)| *from <= end && *until >= end)
+                .map_or(end, |(from, _)| *from);
             failover_gaps_us.push(pair[1].start_us.saturating_sub(ended));
         }
     }

@@ -308,7 +308,24 @@ impl Scenario {
         if self.tick_ms == 0 {
             return Err(("tick_ms".into(), "must be at least 1".into()));
         }
+        if self.duration_ms == 0 || self.duration_ms > runner::MAX_DURATION_MS {
+            return Err(("duration_ms".into(), format!("must be 1 to {} (a week)", runner::MAX_DURATION_MS)));
+        }
+        for (field, rate) in
+            [("loss_rate", self.network.loss_rate), ("loss_repair_rate", self.network.loss_repair_rate)]
+        {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err((format!("network.{field}"), format!("must be within 0..=1, not {rate}")));
+            }
+        }
+        self.s3.faults.validate().map_err(|err| ("s3.faults".to_string(), err.to_string()))?;
         for (index, node) in self.nodes.iter().enumerate() {
+            if node.name.starts_with('@') {
+                return Err((format!("nodes[{index}].name"), "names starting with @ are reserved (@leader)".into()));
+            }
+            if node.clock.drift_ppb.unsigned_abs() >= 100_000_000 {
+                return Err((format!("nodes[{index}].clock.drift_ppb"), "must be within ±100000000 (10 %)".into()));
+            }
             if node.elector.ttl_ms == 0 {
                 return Err((format!("nodes[{index}].elector.ttl_ms"), "must be more than zero".into()));
             }

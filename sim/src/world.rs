@@ -132,6 +132,9 @@ pub struct ElectorSpec {
     /// Lock-delay after an involuntary takeover.
     #[serde(default)]
     pub lock_delay_ms: u64,
+    /// How long before the lease can pass the holder stops; default TTL/10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_margin_ms: Option<u64>,
     /// Decision policy.
     #[serde(default)]
     pub policy: PolicySpec,
@@ -154,6 +157,7 @@ impl Default for ElectorSpec {
             request_timeout_ms: None,
             drift_bound: default_drift_bound(),
             lock_delay_ms: 0,
+            stop_margin_ms: None,
             policy: PolicySpec::Ours,
         }
     }

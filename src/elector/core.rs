@@ -174,6 +174,11 @@ impl Core {
         let next = self.highest_seen.next();
         match observation {
             Observation::Corrupt => Decision::Wait { until: None },
+            // The seed's habit: a missing key starts over at generation 1.
+            Observation::Missing if planted::active(Bug::ReleaseDeletes) => {
+                self.watch = None;
+                Decision::Take { expected: None, generation: Generation(1), involuntary: false }
+            }
             Observation::Missing => match &mut self.watch {
                 // The key vanished while a holder's term was being timed. The
                 // holder may still believe it leads, so keep timing its term
@@ -181,9 +186,6 @@ impl Core {
                 Some(watch) => {
                     watch.expected = None;
                     self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
-                }
-                None if planted::active(Bug::ReleaseDeletes) => {
-                    Decision::Take { expected: None, generation: Generation(1), involuntary: false }
                 }
                 None => Decision::Take { expected: None, generation: next, involuntary: false },
             },

@@ -14,47 +14,52 @@ use crate::history::{Entry, Event};
 
 /// Reports every leader context handed out before its lock-delay passed.
 pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
-    // Generation → when the write that took it from a live holder arrived.
+    // First the takeovers: generation → when the write that took it from a
+    // live holder reached the store. A separate pass, because a store entry
+    // may sort after the leader context it made possible.
     let mut takeovers: BTreeMap<u64, u64> = BTreeMap::new();
     let mut first: BTreeSet<u64> = BTreeSet::new();
     let mut live = false;
     for entry in entries {
-        match &entry.event {
-            Event::Store(op) if op.applied && op.op == "delete" => live = false,
-            Event::Store(op) if op.applied => {
-                if let Some(generation) = op.generation {
-                    // Only a generation's first write can be a takeover; the
-                    // rest are its renewals.
-                    if first.insert(generation) && live {
-                        takeovers.insert(generation, op.invoked_us);
-                    }
-                    live = !op.released;
-                }
+        let Event::Store(op) = &entry.event else { continue };
+        if !op.applied {
+            continue;
+        }
+        if op.op == "delete" {
+            live = false;
+            continue;
+        }
+        if let Some(generation) = op.generation {
+            // Only a generation's first write can be a takeover; the rest
+            // are its renewals.
+            if first.insert(generation) && live {
+                takeovers.insert(generation, op.invoked_us);
             }
-            Event::Acquired { generation } => {
-                let Some(&written_us) = takeovers.get(generation) else { continue };
-                let Some(node) = context.node(&entry.node) else { continue };
-                if node.lock_delay_us == 0 {
-                    continue;
-                }
-                let least = (node.lock_delay_us as f64 / node.rate) as u64;
-                let least = least.saturating_sub(context.tick_us);
-                let waited = entry.at_us.saturating_sub(written_us);
-                if waited < least {
-                    violations.push(Violation {
-                        property: Property::LockDelay,
-                        at_us: entry.at_us,
-                        nodes: vec![entry.node.clone()],
-                        generation: Some(*generation),
-                        detail: format!(
-                            "acted {:.3}s after taking the lease from a live holder; its lock-delay is {:.3}s",
-                            waited as f64 / 1e6,
-                            node.lock_delay_us as f64 / 1e6
-                        ),
-                    });
-                }
-            }
-            _ => {}
+            live = !op.released;
+        }
+    }
+    for entry in entries {
+        let Event::Acquired { generation } = &entry.event else { continue };
+        let Some(&written_us) = takeovers.get(generation) else { continue };
+        let Some(node) = context.node(&entry.node) else { continue };
+        if node.lock_delay_us == 0 {
+            continue;
+        }
+        let least = (node.lock_delay_us as f64 / node.rate.max(0.5)) as u64;
+        let least = least.saturating_sub(context.tick_us);
+        let waited = entry.at_us.saturating_sub(written_us);
+        if waited < least {
+            violations.push(Violation {
+                property: Property::LockDelay,
+                at_us: entry.at_us,
+                nodes: vec![entry.node.clone()],
+                generation: Some(*generation),
+                detail: format!(
+                    "acted {:.3}s after taking the lease from a live holder; its lock-delay is {:.3}s",
+                    waited as f64 / 1e6,
+                    node.lock_delay_us as f64 / 1e6
+                ),
+            });
         }
     }
 }

@@ -104,7 +104,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let options = parse(args)?;
     let root = crate::workspace_root()?;
     if let Some(planted) = &options.planted {
-        return planted::run(root, planted, &options, args);
+        if !cfg!(feature = "planted") {
+            return planted::rerun_with_feature(args);
+        }
+        if planted == "all" {
+            return planted::check_all(root, &options);
+        }
+        planted::plant(planted)?;
     }
     if let Some(count) = options.swarm {
         return swarm::run(root, count, &options);
@@ -206,7 +212,14 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
                 loop {
                     let index = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&(scenario, seed)) = jobs.get(index) else { return };
-                    let mut result = runner::run(&worlds[scenario], seed).map_err(|err| err.to_string());
+                    // A panic in one run is reported as that run's error;
+                    // it must not take the other runs or the progress bar
+                    // down with it.
+                    let run = std::panic::catch_unwind(|| runner::run(&worlds[scenario], seed));
+                    let mut result = match run {
+                        Ok(result) => result.map_err(|err| err.to_string()),
+                        Err(panic) => Err(format!("the run panicked: {}", panic_message(&panic))),
+                    };
                     if let Ok(report) = &mut result
                         && !keep_entries
                     {
@@ -235,6 +248,14 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
         outcome.verdict = named.scenario.verdict(&outcome.reports);
     }
     outcomes
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// A progress bar on stderr: redrawn in place on a terminal, a line per
@@ -321,8 +342,10 @@ fn report(scenarios: &[Named], outcomes: &[Outcome], options: &Options) -> Resul
 fn explain(named: &Named, outcome: &Outcome, options: &Options) {
     let name = &named.name;
     eprintln!("\n{name}: not as expected");
+    let planted = options.planted.as_ref().map(|bug| format!(" --planted {bug}")).unwrap_or_default();
     for (seed, err) in &outcome.errors {
         eprintln!("  seed {seed} could not run: {err}");
+        eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}");
     }
     for (finding, seeds) in &outcome.verdict.unexpected {
         let shown: Vec<String> = seeds.iter().take(8).map(u64::to_string).collect();
@@ -337,10 +360,14 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let ran = seeds(&named.scenario, options);
         eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
     }
-    let planted = options.planted.as_ref().map(|bug| format!(" --planted {bug}")).unwrap_or_default();
+    let seeds = options.seeds.map(|count| format!(" --seeds {count}")).unwrap_or_default();
     match outcome.verdict.replay_seed() {
         Some(seed) => eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}"),
-        None => eprintln!("  rerun: cargo xtask sim --scenario {name}{planted}"),
+        None if options.seed.is_some() => eprintln!(
+            "  (one seed was run; an expected finding need not show in every seed: \
+             cargo xtask sim --scenario {name}{planted})"
+        ),
+        None => eprintln!("  rerun: cargo xtask sim --scenario {name}{seeds}{planted}"),
     }
 }
 
@@ -417,20 +444,13 @@ mod planted {
     //! `--planted NAME`: the same runs with one of the library's
     //! deliberate bugs switched on. `--planted all` checks that the
     //! scenarios catch every bug: it succeeds only if each one makes at
-    //! least one scenario turn out other than its file expects.
+    //! least one scenario show a violation its file does not expect.
 
     use super::*;
 
-    pub fn run(root: &Path, name: &str, options: &Options, args: &[String]) -> Result<(), String> {
-        if !cfg!(feature = "planted") {
-            return rerun_with_feature(args);
-        }
-        check(root, name, options)
-    }
-
     /// The bugs exist only in a build with the `planted` feature, so a
     /// plain build runs itself again through cargo with it.
-    fn rerun_with_feature(args: &[String]) -> Result<(), String> {
+    pub fn rerun_with_feature(args: &[String]) -> Result<(), String> {
         let status = std::process::Command::new(env!("CARGO"))
             .args(["run", "--quiet", "--profile", "test", "--package", "xtask", "--features", "planted", "--", "sim"])
             .args(args)
@@ -440,31 +460,44 @@ mod planted {
     }
 
     #[cfg(not(feature = "planted"))]
-    fn check(_: &Path, _: &str, _: &Options) -> Result<(), String> {
+    pub fn plant(_: &str) -> Result<(), String> {
         unreachable!("only called in a build with the planted feature")
     }
 
+    #[cfg(not(feature = "planted"))]
+    pub fn check_all(_: &Path, _: &Options) -> Result<(), String> {
+        unreachable!("only called in a build with the planted feature")
+    }
+
+    /// Switches on the bug named `name` for the rest of the process.
     #[cfg(feature = "planted")]
-    fn check(root: &Path, name: &str, options: &Options) -> Result<(), String> {
+    pub fn plant(name: &str) -> Result<(), String> {
+        use hoplock::planted::{self, Bug, UnknownBug};
+        let bug: Bug = name.parse().map_err(|err: UnknownBug| err.to_string())?;
+        planted::plant(Some(bug));
+        eprintln!("==> planted bug {bug} (breaks {})", bug.rule());
+        Ok(())
+    }
+
+    #[cfg(feature = "planted")]
+    pub fn check_all(root: &Path, options: &Options) -> Result<(), String> {
         use hoplock::planted::{self, Bug};
 
-        let scenarios = load(root, &options.scenarios)?;
-        if name != "all" {
-            let bug: Bug = name.parse().map_err(|err: planted::UnknownBug| err.to_string())?;
-            planted::plant(Some(bug));
-            eprintln!("==> planted bug {bug} (breaks {})", bug.rule());
-            let outcomes = run_all(&scenarios, options, false);
-            return report(&scenarios, &outcomes, options);
+        if options.trace.is_some() || options.timeline.is_some() || options.json {
+            return Err("--planted all prints its own table; --trace, --timeline and --json need one bug".into());
         }
+        let scenarios = load(root, &options.scenarios)?;
         let mut missed = Vec::new();
         println!("{:<27} {:<5} {:>6}  caught by", "planted bug", "rule", "caught");
         for bug in Bug::ALL {
             planted::plant(Some(bug));
             let outcomes = run_all(&scenarios, options, false);
+            // Caught means a violation the file does not expect; a run
+            // that fails to start or a finding that goes missing is not.
             let catching: Vec<&str> = scenarios
                 .iter()
                 .zip(&outcomes)
-                .filter(|(_, outcome)| !outcome.as_expected())
+                .filter(|(_, outcome)| !outcome.verdict.unexpected.is_empty())
                 .map(|(named, _)| named.name.as_str())
                 .collect();
             println!(

@@ -81,10 +81,18 @@ pub struct Found {
 
 /// Runs up to `count` random worlds; returns the shrunk first failure.
 pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Option<Found>, String> {
+    // Everything that matters is set here, so PROPTEST_* variables in the
+    // environment do not change what a strategy seed finds.
     let config = Config {
         cases: u32::try_from(count).unwrap_or(u32::MAX),
         failure_persistence: None,
         max_shrink_iters: 400,
+        max_shrink_time: 0,
+        max_local_rejects: 65_536,
+        max_global_rejects: 1024,
+        timeout: 0,
+        fork: false,
+        rng_algorithm: RngAlgorithm::ChaCha,
         ..Config::default()
     };
     let mut key = [0u8; 32];
