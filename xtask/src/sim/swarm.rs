@@ -51,12 +51,15 @@ pub fn run(root: &Path, count: u64, options: &Options) -> Result<(), String> {
             let report = runner::run(&again.world(), RUN_SEED).map_err(|err| err.to_string())?;
             let reproduced = safety_findings(&report.violations) == found.findings;
             println!("found and shrunk a failing scenario: {}", path.display());
-            println!(
-                "  {} node(s), {} scheduled fault(s), {} ms",
-                found.world.nodes.len(),
-                found.world.schedule.len(),
-                found.world.duration_ms
-            );
+            let size = |world: &World| {
+                format!(
+                    "{} node(s), {} scheduled fault(s), {} ms",
+                    world.nodes.len(),
+                    world.schedule.len(),
+                    world.duration_ms
+                )
+            };
+            println!("  shrunk from {} to {}", size(&found.original), size(&found.world));
             for violation in report.violations.iter().take(5) {
                 // The linearizability checker explains over many lines;
                 // the first says what broke.
@@ -74,6 +77,8 @@ pub fn run(root: &Path, count: u64, options: &Options) -> Result<(), String> {
 
 /// A failing world after shrinking, and what it breaks.
 pub struct Found {
+    /// The first failing world drawn, before shrinking.
+    pub original: World,
     pub world: World,
     pub findings: Vec<Finding>,
     pub tolerated: Vec<Finding>,
@@ -99,6 +104,7 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
     key[..8].copy_from_slice(&seed.to_le_bytes());
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
     let failure: RefCell<Option<String>> = RefCell::new(None);
+    let first_failing: RefCell<Option<World>> = RefCell::new(None);
     let result = runner.run(&world_strategy(mode), |world| {
         let report = runner::run(&world, RUN_SEED).map_err(|err| {
             *failure.borrow_mut() = Some(format!("a drawn world could not run: {err}"));
@@ -108,6 +114,7 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
         if safety.is_empty() {
             Ok(())
         } else {
+            first_failing.borrow_mut().get_or_insert_with(|| world.clone());
             let names: Vec<&str> = safety.iter().map(|finding| finding.name()).collect();
             Err(TestCaseError::fail(names.join(", ")))
         }
@@ -131,7 +138,8 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
                     }
                     all
                 });
-            Ok(Some(Found { world, findings, tolerated }))
+            let original = first_failing.into_inner().unwrap_or_else(|| world.clone());
+            Ok(Some(Found { original, world, findings, tolerated }))
         }
         Err(TestError::Abort(reason)) => Err(format!("the swarm stopped: {reason}")),
     }
