@@ -62,6 +62,11 @@ pub struct Scenario {
     /// Violations that may show without making the outcome unexpected.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerate: Vec<Finding>,
+    /// A budget: the most S3 requests (of all nodes together) per hour of
+    /// leadership that any run may make. A contender that polls in a busy
+    /// loop is not unsafe, but it is a bug, and the bill shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_leader_hour: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -290,6 +295,7 @@ impl Scenario {
             seeds: DEFAULT_SEEDS,
             expect,
             tolerate: Vec::new(),
+            max_requests_per_leader_hour: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -366,7 +372,16 @@ impl Scenario {
             })
             .map(|(finding, seeds)| (*finding, seeds.clone()))
             .collect();
-        Verdict { found, missing, unexpected }
+        let over_budget = match self.max_requests_per_leader_hour {
+            Some(budget) => reports
+                .iter()
+                .filter(|report| report.stats.leader_hours > 0.0)
+                .map(|report| (report.seed, report.stats.s3_requests as f64 / report.stats.leader_hours))
+                .filter(|(_, rate)| *rate > budget as f64)
+                .collect(),
+            None => Vec::new(),
+        };
+        Verdict { found, missing, unexpected, over_budget }
     }
 }
 
@@ -381,7 +396,7 @@ pub fn findings(report: &Report) -> BTreeSet<Finding> {
 }
 
 /// How a scenario's runs compare with what it expects.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Verdict {
     /// Every finding, with the seeds that showed it.
     pub found: BTreeMap<Finding, Vec<u64>>,
@@ -390,19 +405,23 @@ pub struct Verdict {
     /// Violations neither expected nor tolerated, with the seeds that
     /// showed them.
     pub unexpected: Vec<(Finding, Vec<u64>)>,
+    /// Runs over the request budget: seed and requests per leader-hour.
+    pub over_budget: Vec<(u64, f64)>,
 }
 
 impl Verdict {
     /// Whether the outcome is what the scenario expects.
     pub fn as_expected(&self) -> bool {
-        self.missing.is_empty() && self.unexpected.is_empty()
+        self.missing.is_empty() && self.unexpected.is_empty() && self.over_budget.is_empty()
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
-    /// of the first unexpected violation, or `None` when only an expected
-    /// finding is missing (no single seed shows an absence).
+    /// of the first unexpected violation, else the first run over budget, or
+    /// `None` when only an expected finding is missing (no single seed shows
+    /// an absence).
     pub fn replay_seed(&self) -> Option<u64> {
-        self.unexpected.first().and_then(|(_, seeds)| seeds.first().copied())
+        let violation = self.unexpected.first().and_then(|(_, seeds)| seeds.first().copied());
+        violation.or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
     }
 }
 

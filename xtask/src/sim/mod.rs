@@ -356,6 +356,10 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
             eprintln!("    first: {first}");
         }
     }
+    for (seed, rate) in &outcome.verdict.over_budget {
+        let budget = named.scenario.max_requests_per_leader_hour.unwrap_or_default();
+        eprintln!("  seed {seed} made {rate:.0} S3 requests per leader-hour; the budget is {budget}");
+    }
     for finding in &outcome.verdict.missing {
         let ran = seeds(&named.scenario, options);
         eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
@@ -400,6 +404,7 @@ struct JsonScenario<'a> {
     as_expected: bool,
     missing: Vec<Finding>,
     unexpected: Vec<(Finding, Vec<u64>)>,
+    over_budget: Vec<(u64, f64)>,
     runs: Vec<JsonRun<'a>>,
     errors: &'a [(u64, String)],
 }
@@ -424,6 +429,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             as_expected: outcome.as_expected(),
             missing: outcome.verdict.missing.clone(),
             unexpected: outcome.verdict.unexpected.clone(),
+            over_budget: outcome.verdict.over_budget.clone(),
             runs: outcome
                 .reports
                 .iter()
