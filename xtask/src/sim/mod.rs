@@ -86,7 +86,6 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--swarm" => options.swarm = Some(number("--swarm", value("--swarm")?)?),
             "--mode" => options.mode = Some(value("--mode")?),
             "--out" => options.out = Some(value("--out")?.into()),
-            "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
         }
     }
@@ -101,6 +100,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
 
 /// Runs the task. `Ok` means every outcome was as expected.
 pub fn run(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|arg| arg == "-h" || arg == "--help") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let options = parse(args)?;
     let root = crate::workspace_root()?;
     if let Some(planted) = &options.planted {
