@@ -1047,12 +1047,12 @@ impl<B: Backend> TermGuard<B> {
                 }
                 // Unapplied so far; pending writes stay tracked because a
                 // delayed one can still land on our version.
-                Renewal::NotApplied | Renewal::Unknown if planted::active(Bug::LeadWhileUnreachable) => {
-                    held.ends_at = inner.core().lease_end(sent_at);
+                Renewal::NotApplied | Renewal::Unknown => {
+                    if planted::active(Bug::LeadWhileUnreachable) {
+                        held.ends_at = inner.core().lease_end(sent_at);
+                    }
                     next_renewal = inner.clock.now() + retry;
                 }
-                Renewal::NotApplied => next_renewal = inner.clock.now() + retry,
-                Renewal::Unknown => next_renewal = inner.clock.now() + retry,
                 Renewal::Lost(reason) => return HoldEnd::Lost(reason),
             }
         }

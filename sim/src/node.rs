@@ -154,11 +154,11 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         // A term that fails to start (the store is unusable) ends the
         // campaign; the history shows why.
         if let Err(err) = elector.lead(|ctx, lease| workload.run(ctx, lease)).await {
-            if matches!(err, hoplock::ElectorError::Stopped) {
-                context.history.record_now(&name, Event::ElectorError { message: "stopped".into() });
-                std::future::pending::<()>().await;
-            }
-            context.history.record_now(&name, Event::ElectorError { message: format!("campaign ended: {err}") });
+            let message = match err {
+                hoplock::ElectorError::Stopped => "stopped".to_string(),
+                err => format!("campaign ended: {err}"),
+            };
+            context.history.record_now(&name, Event::ElectorError { message });
             std::future::pending::<()>().await;
         }
     }

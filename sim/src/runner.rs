@@ -32,8 +32,15 @@ pub const EPOCH_SECS: u64 = 1_893_456_000; // 2030-01-01T00:00:00Z
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimError {
     /// The world refers to something that does not exist or is malformed.
-    #[error("invalid world: {0}")]
-    InvalidWorld(String),
+    /// `field` is the path of the field at fault, as a scenario file spells
+    /// it (`duration_ms`, `nodes[1].clock.drift_ppb`, `schedule`).
+    #[error("invalid world: {field}: {message}")]
+    InvalidWorld {
+        /// The field at fault.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A host's software failed (the elector could not be built, ...).
     #[error("simulation failed: {0}")]
     Failed(String),
@@ -301,6 +308,7 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
     };
     let applied = event.outcome.applied();
     let is_write = !matches!(event.op, OpKind::Read);
+    let record = if is_write && applied { written(event) } else { None };
     let op = StoreOp {
         client: None,
         op: op.into(),
@@ -309,8 +317,8 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
         read: if is_write { None } else { event.etag.clone() },
         status: if answered { status } else { None },
         applied,
-        generation: if is_write && applied { written(event).map(|record| record.generation.get()) } else { None },
-        released: is_write && applied && written(event).is_some_and(|record| record.released),
+        generation: record.as_ref().map(|record| record.generation.get()),
+        released: record.is_some_and(|record| record.released),
         invoked_us: micros(event.started),
         ended_us: micros(event.ended),
         reply_dropped: !answered,
@@ -325,18 +333,25 @@ fn written(event: &fake_s3::Event) -> Option<hoplock::lease::LeaseRecord> {
 }
 
 /// Checks that `world` can be run: names are unique and known, numbers sane.
+/// The error names the field at fault, so scenario files can point at it.
 pub fn validate(world: &World) -> Result<(), SimError> {
-    let invalid = |message: String| Err(SimError::InvalidWorld(message));
+    let invalid = |field: String, message: String| Err(SimError::InvalidWorld { field, message });
     if world.nodes.is_empty() {
-        return invalid("a world needs at least one node".into());
+        return invalid("nodes".into(), "a world needs at least one node".into());
     }
     let mut names = std::collections::BTreeSet::new();
-    for node in &world.nodes {
+    for (index, node) in world.nodes.iter().enumerate() {
+        let field = |name: &str| format!("nodes[{index}].{name}");
         if node.name == S3_HOST || node.name == "world" || node.name.is_empty() || node.name.starts_with('@') {
-            return invalid(format!("{:?} is not a usable node name", node.name));
+            let message =
+                format!("{:?} is not a usable node name (s3, world and names starting with @ are reserved)", node.name);
+            return invalid(field("name"), message);
         }
         if !names.insert(node.name.as_str()) {
-            return invalid(format!("node {:?} is named twice", node.name));
+            return invalid(field("name"), format!("node {:?} is named twice", node.name));
+        }
+        if node.clock.drift_ppb.unsigned_abs() >= 100_000_000 {
+            return invalid(field("clock.drift_ppb"), "must be within ±100000000 (10 %)".into());
         }
     }
     let host = |name: &str| name == S3_HOST || name == LEADER || names.contains(name);
@@ -351,30 +366,31 @@ pub fn validate(world: &World) -> Result<(), SimError> {
                 | Action::Release { .. }
         );
         if node_only && named.contains(&S3_HOST) {
-            return invalid(format!(
+            let message = format!(
                 "the schedule at {} ms: {} applies to nodes, not the store",
                 scheduled.at_ms,
                 scheduled.action.verb()
-            ));
+            );
+            return invalid("schedule".into(), message);
         }
         if let Some(unknown) = named.into_iter().find(|name| !host(name)) {
-            return invalid(format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms));
+            let message = format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms);
+            return invalid("schedule".into(), message);
         }
     }
     if world.duration_ms == 0 || world.duration_ms > MAX_DURATION_MS {
-        return invalid(format!("duration_ms must be 1 to {MAX_DURATION_MS} (a week)"));
+        return invalid("duration_ms".into(), format!("must be 1 to {MAX_DURATION_MS} (a week)"));
     }
     for (what, rate) in [("loss_rate", world.network.loss_rate), ("loss_repair_rate", world.network.loss_repair_rate)] {
         if !(0.0..=1.0).contains(&rate) {
-            return invalid(format!("network.{what} must be within 0..=1, not {rate}"));
+            return invalid(format!("network.{what}"), format!("must be within 0..=1, not {rate}"));
         }
     }
-    for node in &world.nodes {
-        if node.clock.drift_ppb.unsigned_abs() >= 100_000_000 {
-            return invalid(format!("node {:?}: drift_ppb must be within ±100000000 (10 %)", node.name));
-        }
-    }
-    world.s3.faults.validate().map_err(|err| SimError::InvalidWorld(err.to_string()))
+    world
+        .s3
+        .faults
+        .validate()
+        .map_err(|err| SimError::InvalidWorld { field: "s3.faults".into(), message: err.to_string() })
 }
 
 fn checker_context(world: &World) -> Context {

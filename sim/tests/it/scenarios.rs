@@ -13,13 +13,7 @@ const SEEDS: u64 = 2;
 
 fn files() -> Vec<PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
-        .expect("the scenarios directory")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
-        .collect();
-    files.sort();
-    files
+    hoplock_sim::scenario::files_in(&directory).expect("the scenarios directory")
 }
 
 #[test]

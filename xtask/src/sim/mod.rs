@@ -14,8 +14,8 @@
 use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hoplock_sim::runner::{self, Report};
@@ -137,14 +137,11 @@ pub struct Named {
 /// name order.
 pub fn load(root: &Path, names: &[String]) -> Result<Vec<Named>, String> {
     let directory = root.join("scenarios");
+    let listed = || {
+        hoplock_sim::scenario::files_in(&directory).map_err(|err| format!("cannot list {}: {err}", directory.display()))
+    };
     let paths: Vec<PathBuf> = if names.is_empty() {
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(&directory)
-            .map_err(|err| format!("cannot list {}: {err}", directory.display()))?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
-            .collect();
-        paths.sort();
-        paths
+        listed()?
     } else {
         names
             .iter()
@@ -155,15 +152,15 @@ pub fn load(root: &Path, names: &[String]) -> Result<Vec<Named>, String> {
             )
             .collect()
     };
+    let stem = |path: &Path| path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
     let mut loaded = Vec::new();
     for path in paths {
         if !path.exists() {
-            let known = load(root, &[]).map(|all| all.into_iter().map(|n| n.name).collect::<Vec<_>>().join(", "));
-            return Err(format!("no scenario {}; known: {}", path.display(), known.unwrap_or_default()));
+            let known: Vec<String> = listed().unwrap_or_default().iter().map(|path| stem(path)).collect();
+            return Err(format!("no scenario {}; known: {}", path.display(), known.join(", ")));
         }
         let scenario = Scenario::load(&path).map_err(|err| err.to_string())?;
-        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
-        let name = if path.starts_with(&directory) { name } else { path.display().to_string() };
+        let name = if path.starts_with(&directory) { stem(&path) } else { path.display().to_string() };
         loaded.push(Named { name, scenario });
     }
     if loaded.is_empty() {
@@ -206,9 +203,9 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
     let worlds: Vec<_> = scenarios.iter().map(|named| named.scenario.world()).collect();
     let results: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
-    let done = Arc::new(AtomicUsize::new(0));
+    let done = AtomicUsize::new(0);
     let threads = options.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let progress = Progress::new(jobs.len(), done.clone(), options.json);
+    let progress = Progress { total: jobs.len(), done: &done, quiet: options.json };
     std::thread::scope(|scope| {
         for _ in 0..threads.min(jobs.len()).max(1) {
             scope.spawn(|| {
@@ -263,17 +260,13 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 
 /// A progress bar on stderr: redrawn in place on a terminal, a line per
 /// tenth otherwise (CI logs).
-struct Progress {
+struct Progress<'a> {
     total: usize,
-    done: Arc<AtomicUsize>,
+    done: &'a AtomicUsize,
     quiet: bool,
 }
 
-impl Progress {
-    fn new(total: usize, done: Arc<AtomicUsize>, quiet: bool) -> Progress {
-        Progress { total, done, quiet }
-    }
-
+impl Progress<'_> {
     fn show_until_done(&self) {
         let terminal = std::io::stderr().is_terminal();
         let mut printed_tenth = 0;

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use hoplock_sim::clocks::ClockSpec;
 use hoplock_sim::fake_s3::{Faults, Latency, OpFaults, ProviderMode};
 use hoplock_sim::invariants::Property;
-use hoplock_sim::runner;
-use hoplock_sim::scenario::{Expect, Finding, Scenario};
+use hoplock_sim::runner::{self, Report};
+use hoplock_sim::scenario::{self, Expect, Finding, Scenario};
 use hoplock_sim::world::{Action, ElectorSpec, LEADER, NetworkSpec, NodeSpec, S3Spec, Scheduled, WorkloadSpec, World};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
@@ -49,7 +49,7 @@ pub fn run(root: &Path, count: u64, options: &Options) -> Result<(), String> {
             let path = save(&found, &out, mode, seed)?;
             let again = Scenario::load(&path).map_err(|err| err.to_string())?;
             let report = runner::run(&again.world(), RUN_SEED).map_err(|err| err.to_string())?;
-            let reproduced = safety_findings(&report.violations) == found.findings;
+            let reproduced = safety_findings(&report) == found.findings;
             println!("found and shrunk a failing scenario: {}", path.display());
             let size = |world: &World| {
                 format!(
@@ -110,7 +110,7 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
             *failure.borrow_mut() = Some(format!("a drawn world could not run: {err}"));
             TestCaseError::fail(err.to_string())
         })?;
-        let safety = safety_findings(&report.violations);
+        let safety = safety_findings(&report);
         if safety.is_empty() {
             Ok(())
         } else {
@@ -126,18 +126,11 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
         Ok(()) => Ok(None),
         Err(TestError::Fail(_, world)) => {
             let report = runner::run(&world, RUN_SEED).map_err(|err| err.to_string())?;
-            let findings = safety_findings(&report.violations);
-            let tolerated = report
-                .violations
-                .iter()
-                .map(|violation| Finding::Violation(violation.property))
-                .filter(|finding| !findings.contains(finding))
-                .fold(Vec::new(), |mut all, finding| {
-                    if !all.contains(&finding) {
-                        all.push(finding);
-                    }
-                    all
-                });
+            let findings = safety_findings(&report);
+            let tolerated = scenario::findings(&report)
+                .into_iter()
+                .filter(|finding| finding.is_violation() && !findings.contains(finding))
+                .collect();
             let original = first_failing.into_inner().unwrap_or_else(|| world.clone());
             Ok(Some(Found { original, world, findings, tolerated }))
         }
@@ -146,12 +139,10 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
 }
 
 /// The safety properties a run broke, in report order.
-fn safety_findings(violations: &[hoplock_sim::invariants::Violation]) -> Vec<Finding> {
-    Property::ALL
+fn safety_findings(report: &Report) -> Vec<Finding> {
+    scenario::findings(report)
         .into_iter()
-        .filter(|property| *property != Property::Liveness)
-        .filter(|property| violations.iter().any(|violation| violation.property == *property))
-        .map(Finding::Violation)
+        .filter(|finding| finding.is_violation() && *finding != Finding::Violation(Property::Liveness))
         .collect()
 }
 
@@ -334,7 +325,7 @@ mod tests {
         let path = save(&found, &out, Some(ProviderMode::IgnoreIfMatch), 0).unwrap();
         let scenario = Scenario::load(&path).unwrap();
         let report = runner::run(&scenario.world(), RUN_SEED).unwrap();
-        assert_eq!(safety_findings(&report.violations), found.findings);
+        assert_eq!(safety_findings(&report), found.findings);
         let verdict = scenario.verdict(std::slice::from_ref(&report));
         assert!(verdict.as_expected(), "{verdict:?}");
         let _ = std::fs::remove_dir_all(out);
