@@ -86,6 +86,14 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 
     /// Completes once [`Clock::now`] has reached `deadline`.
     fn sleep_until(&self, deadline: Instant) -> Sleep;
+
+    /// How late a timer may fire after its deadline. tokio's timers have a
+    /// resolution of one millisecond; a simulator that advances time in
+    /// ticks fires up to one tick late. The elector refuses a stop margin
+    /// shorter than this, because the margin is what absorbs it.
+    fn timer_resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
 }
 
 /// The real clocks: tokio's monotonic time and the system's wall time.

@@ -40,7 +40,7 @@ use tracing::{debug, error, info, warn};
 use crate::backend::{Backend, BackendError, Stored, Version};
 use crate::clock::{Clock, Instant, SystemClock};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
-use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES};
+use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES, MAX_TTL, RecordError};
 use crate::planted::{self, Bug};
 
 pub mod core;
@@ -87,6 +87,13 @@ pub enum LossReason {
     Deleted,
     /// The store failed in a way retrying cannot fix.
     Failed(BackendError),
+    /// The work stopped and a release was written, but the store did not
+    /// confirm it; contenders take over once the lease runs out.
+    ReleaseUnconfirmed(String),
+    /// The term was dropped while leading (the [`Elector::lead`] future was
+    /// dropped): the context was cancelled at once and a release attempted
+    /// in the background, unconfirmed.
+    Abandoned,
 }
 
 impl fmt::Display for LossReason {
@@ -96,6 +103,8 @@ impl fmt::Display for LossReason {
             LossReason::Superseded => f.write_str("another writer replaced the lease record"),
             LossReason::Deleted => f.write_str("the lease record was deleted"),
             LossReason::Failed(err) => write!(f, "the store failed: {err}"),
+            LossReason::ReleaseUnconfirmed(why) => write!(f, "the release was not confirmed: {why}"),
+            LossReason::Abandoned => f.write_str("the term was dropped while leading; released in the background"),
         }
     }
 }
@@ -170,6 +179,76 @@ impl LeaderContext {
     }
 }
 
+/// Tells an elector started with [`Elector::run`] that the leader-only work
+/// has stopped.
+///
+/// [`Event::Acquired`] from `run()` carries an armed guard. Keep it (or a
+/// clone) in whatever does the leader-only work and drop it once that work
+/// has stopped. After the context is cancelled (on [`Elector::stop`], or
+/// when the [`Events`] stream is dropped), the elector releases the lease
+/// only once every clone of the guard is gone, or when the lease ends,
+/// whichever comes first. Releasing earlier would let the next leader start
+/// at once, skipping the lock-delay, while this one's work still writes.
+///
+/// Dropping the guard before the context is cancelled does not resign; it
+/// only says there is nothing to wait for. Copies of the event delivered to
+/// [`Elector::subscribe`] streams carry a detached guard that holds nothing.
+///
+/// ```
+/// use hoplock::{Elector, Event, backend::memory::MemoryBackend};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let elector = Elector::builder(MemoryBackend::new()).owner("node-a").build().unwrap();
+/// let mut events = elector.run();
+/// if let Some(Event::Acquired { context, guard, .. }) = events.next().await {
+///     assert!(guard.is_armed());
+///     tokio::spawn(async move {
+///         context.cancelled().await;
+///         // ... finish in-flight writes ...
+///         drop(guard); // now the elector may release
+///     });
+/// }
+/// elector.stop();
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct WorkGuard {
+    /// Never sent on: the elector waits for every sender to be dropped.
+    alive: Option<mpsc::Sender<std::convert::Infallible>>,
+}
+
+impl WorkGuard {
+    /// A guard and the future that completes once it and its clones are gone.
+    fn armed() -> (WorkGuard, WorkStopped) {
+        let (sender, receiver) = mpsc::channel(1);
+        (WorkGuard { alive: Some(sender) }, WorkStopped(Some(receiver)))
+    }
+
+    /// A guard nothing waits for.
+    fn detached() -> WorkGuard {
+        WorkGuard { alive: None }
+    }
+
+    /// Whether the elector waits for this guard before releasing.
+    pub fn is_armed(&self) -> bool {
+        self.alive.is_some()
+    }
+}
+
+/// Completes once every clone of a [`WorkGuard`] is dropped; at once for a
+/// term whose work is the caller's own future ([`Elector::lead`]).
+struct WorkStopped(Option<mpsc::Receiver<std::convert::Infallible>>);
+
+impl WorkStopped {
+    async fn wait(self) {
+        if let Some(mut receiver) = self.0 {
+            // `None` once every sender is gone; nothing is ever sent.
+            let _ = receiver.recv().await;
+        }
+    }
+}
+
 /// Something operators and callers should know about.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -181,6 +260,8 @@ pub enum Event {
         lease: Lease,
         /// Cancelled when the term ends.
         context: LeaderContext,
+        /// Drop it when the work has stopped; see [`WorkGuard`].
+        guard: WorkGuard,
     },
     /// A renewal succeeded.
     Renewed {
@@ -191,7 +272,7 @@ pub enum Event {
     Lost {
         /// The term's generation.
         generation: Generation,
-        /// Why; `None` for a graceful release.
+        /// Why; `None` only for a graceful release the store confirmed.
         reason: Option<LossReason>,
     },
     /// Non-fatal trouble: a failing store call, an unreadable record. The
@@ -223,7 +304,28 @@ pub struct Observed {
 ///
 /// Defaults: TTL 30 s, renew every TTL/3, poll every TTL/15, a per-request
 /// timeout of TTL/6, a stop margin of TTL/10, a release timeout of 2 s, a
-/// drift bound ρ of 1e-3 and no lock-delay.
+/// drift bound ρ of 1e-3, no lock-delay, and records without a TTL waited out
+/// for the larger of the TTL and 60 s.
+///
+/// Every duration must be at most [`MAX_TTL`] (a day), the TTL at least
+/// 10 ms, and the stop margin at least the clock's timer resolution (1 ms
+/// for the system clock): timers fire up to that late, and the margin is what
+/// absorbs it.
+///
+/// ```
+/// use std::time::Duration;
+/// use hoplock::{Elector, ElectorError, backend::memory::MemoryBackend};
+///
+/// let built = Elector::builder(MemoryBackend::new())
+///     .owner("node-a")
+///     .ttl(Duration::from_secs(10))
+///     .lock_delay(Duration::from_secs(15)) // longer than the TTL is fine
+///     .build();
+/// assert!(built.is_ok());
+///
+/// let refused = Elector::builder(MemoryBackend::new()).owner("node-a").stop_margin(Duration::ZERO).build();
+/// assert!(matches!(refused, Err(ElectorError::Config(message)) if message.contains("stop margin")));
+/// ```
 pub struct ElectorBuilder<B> {
     backend: B,
     owner: Option<String>,
@@ -235,6 +337,7 @@ pub struct ElectorBuilder<B> {
     release_timeout: Duration,
     drift_bound: f64,
     lock_delay: Duration,
+    assumed_ttl: Option<Duration>,
     policy: Policy,
     clock: Option<Arc<dyn Clock>>,
     entropy: Option<Arc<dyn Entropy>>,
@@ -298,8 +401,26 @@ impl<B: Backend> ElectorBuilder<B> {
     /// After taking over from a holder that did not release, wait this long
     /// before handing out the leader context, so the old holder's in-flight
     /// unfenced requests drain. Default zero.
+    ///
+    /// The lease is held and renewed during the delay, which may be longer
+    /// than the TTL (Consul's default is 15 s). A term lost during its delay
+    /// never starts: no [`Event::Acquired`], no work, and the campaign goes
+    /// on. A stop requested during the delay waits it out before releasing,
+    /// because a released record lets the next leader skip its own delay.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = delay;
+        self
+    }
+
+    /// How long to wait out a record that states no TTL, as records written
+    /// by the Go hoplock or Litestream do. Default: the larger of this
+    /// elector's TTL and 60 s. While migrating from those tools, set it to
+    /// at least the TTL they run with.
+    ///
+    /// The wait counts from first sight of the record's version on this
+    /// elector's own clock, as for every other record.
+    pub fn assumed_ttl(mut self, ttl: Duration) -> Self {
+        self.assumed_ttl = Some(ttl);
         self
     }
 
@@ -360,8 +481,8 @@ impl<B: Backend> ElectorBuilder<B> {
     fn timing(&self) -> Result<Timing, ElectorError> {
         let config = |message: String| Err(ElectorError::Config(message));
         let ttl = self.ttl;
-        if ttl < Duration::from_millis(10) || ttl > Duration::from_secs(86_400) {
-            return config(format!("TTL {ttl:?} is outside 10ms..24h"));
+        if ttl < Duration::from_millis(10) || ttl > MAX_TTL {
+            return config(format!("TTL {ttl:?} is outside 10ms..={MAX_TTL:?}"));
         }
         if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
             return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
@@ -375,16 +496,33 @@ impl<B: Backend> ElectorBuilder<B> {
             drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
             stop_margin: self.stop_margin.unwrap_or(ttl / 10),
             lock_delay: self.lock_delay,
+            assumed_ttl: self.assumed_ttl.unwrap_or(ttl.max(DEFAULT_ASSUMED_TTL)),
         };
-        for (name, value) in [
-            ("renew interval", timing.renew_interval),
-            ("poll interval", timing.poll_interval),
-            ("request timeout", timing.request_timeout),
-            ("release timeout", timing.release_timeout),
+        for (name, value, may_be_zero) in [
+            ("renew interval", timing.renew_interval, false),
+            ("poll interval", timing.poll_interval, false),
+            ("request timeout", timing.request_timeout, false),
+            ("release timeout", timing.release_timeout, false),
+            ("assumed TTL", timing.assumed_ttl, false),
+            ("stop margin", timing.stop_margin, true),
+            ("lock-delay", timing.lock_delay, true),
         ] {
-            if value.is_zero() {
+            if value.is_zero() && !may_be_zero {
                 return config(format!("the {name} must be more than zero"));
             }
+            // Bounding every duration also keeps the sums below far from
+            // overflowing.
+            if value > MAX_TTL {
+                return config(format!("the {name} {value:?} is longer than the {MAX_TTL:?} any setting may be"));
+            }
+        }
+        let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
+        if timing.stop_margin < resolution {
+            return config(format!(
+                "the stop margin {:?} is shorter than the clock's timer resolution {resolution:?}: timers fire up \
+                 to that late, so the holder could act past its deadline",
+                timing.stop_margin
+            ));
         }
         if timing.poll_interval > ttl {
             return config(format!("the poll interval {:?} is longer than the TTL {ttl:?}", timing.poll_interval));
@@ -452,6 +590,10 @@ struct Inner<B> {
     stop: watch::Sender<bool>,
 }
 
+/// The least time a record without a TTL is waited out: the Go hoplock's
+/// records state none, and its deployments commonly run TTLs up to a minute.
+const DEFAULT_ASSUMED_TTL: Duration = Duration::from_secs(60);
+
 /// How many unresolved renewals a holder tracks. More than this many in a row
 /// within one TTL means the store is failing anyway; forgetting the oldest
 /// can only make the holder step down early, never lead late.
@@ -486,6 +628,7 @@ impl<B: Backend> Elector<B> {
             release_timeout: Duration::from_secs(2),
             drift_bound: 1e-3,
             lock_delay: Duration::ZERO,
+            assumed_ttl: None,
             policy: Policy::Safe,
             clock: None,
             entropy: None,
@@ -519,14 +662,14 @@ impl<B: Backend> Elector<B> {
 
     /// A stream of this elector's events from now on.
     pub fn subscribe(&self) -> Events {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        self.inner.lock_subscribers().push(sender);
-        Events { receiver, stop: None }
+        self.inner.subscribe().1
     }
 
     /// Stops the elector: a campaign in progress returns
-    /// [`ElectorError::Stopped`], and a term in progress cancels its context
-    /// and releases once the work returns. Later campaigns return at once.
+    /// [`ElectorError::Stopped`] (after settling a takeover write already on
+    /// its way, and releasing it if it landed), and a term in progress
+    /// cancels its context and releases once the work returns. Later
+    /// campaigns return at once.
     pub fn stop(&self) {
         self.inner.stop.send_replace(true);
     }
@@ -534,19 +677,23 @@ impl<B: Backend> Elector<B> {
     /// Reads the lease key once, without campaigning.
     ///
     /// Errors with [`ElectorError::GenerationWentBack`] if the stored
-    /// generation is lower than one this elector has seen, so an observer's
-    /// view never moves back.
+    /// generation is lower than one this elector had seen before the read
+    /// was sent, so an observer's view never moves back. Concurrent calls
+    /// may finish in any order without a false report.
     pub async fn observe(&self) -> Result<Option<Observed>, ElectorError> {
         let inner = &self.inner;
+        // Compared with what was known when the read was sent: a concurrent
+        // call may raise the bar while this read is in flight, and the lower
+        // answer this one gets is then old, not a step back.
+        let seen_before = inner.core().highest_seen();
         let stored = match inner.read().await {
             Ok(stored) => stored,
             Err(BackendError::NoLease) => return Ok(None),
             Err(err) => return Err(err.into()),
         };
         let now = inner.clock.now();
-        let seen = inner.core().highest_seen();
-        if stored.record.generation < seen {
-            return Err(ElectorError::GenerationWentBack { seen, found: stored.record.generation });
+        if stored.record.generation < seen_before {
+            return Err(ElectorError::GenerationWentBack { seen: seen_before, found: stored.record.generation });
         }
         inner.core().saw(stored.record.generation);
         let mut observed = inner.observed.lock().unwrap_or_else(|p| p.into_inner());
@@ -574,6 +721,10 @@ impl<B: Backend> Elector<B> {
     /// every resource it writes, and let those resources reject stale
     /// generations (see [`crate::fence::Fence`]).
     ///
+    /// With a lock-delay, `work` is called only once the delay has passed
+    /// with the lease still held; a term lost during the delay is not
+    /// reported and the campaign goes on.
+    ///
     /// Returns an error only if the store is unusable or the elector was
     /// stopped before it led.
     pub async fn lead<F, Fut, T>(&self, work: F) -> Result<Term<T>, ElectorError>
@@ -581,57 +732,67 @@ impl<B: Backend> Elector<B> {
         F: FnOnce(LeaderContext, Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.lead_until(work, None).await
+        self.lead_until(|context, lease, _| work(context, lease), None, None).await
     }
 
-    /// [`Elector::lead`], also stopped by `extra_stop`.
+    /// [`Elector::lead`], also stopped by `extra_stop`. `announce_to` is the
+    /// [`Elector::run`] stream that gets the armed [`WorkGuard`].
     async fn lead_until<F, Fut, T>(
         &self,
         work: F,
         extra_stop: Option<watch::Receiver<bool>>,
+        announce_to: Option<&mpsc::UnboundedSender<Event>>,
     ) -> Result<Term<T>, ElectorError>
     where
-        F: FnOnce(LeaderContext, Lease) -> Fut,
+        F: FnOnce(LeaderContext, Lease, WorkStopped) -> Fut,
         Fut: Future<Output = T>,
     {
-        let mut stop = StopSignal { elector: self.inner.stop.subscribe(), extra: extra_stop };
+        let inner = &self.inner;
+        let mut stop = StopSignal { elector: inner.stop.subscribe(), extra: extra_stop };
         let _campaign = tokio::select! {
             biased;
             () = stop.stopped() => return Err(ElectorError::Stopped),
-            guard = self.inner.campaign.lock() => guard,
+            guard = inner.campaign.lock() => guard,
         };
-        let (held, involuntary) = tokio::select! {
-            biased;
-            () = stop.stopped() => return Err(ElectorError::Stopped),
-            result = self.inner.acquire() => result?,
-        };
-        let generation = held.record.generation;
-        let (cancel, cancelled) = watch::channel(false);
-        let context = LeaderContext { generation, cancelled };
-        let lease = Lease { generation, owner: self.inner.owner.clone(), incarnation: self.inner.incarnation.clone() };
-        let mut term = TermGuard { inner: self.inner.clone(), held: Some(held), cancel };
-
-        // The lock-delay runs inside the held term, so the lease is renewed
-        // while it passes; the work starts only afterwards.
-        let lock_delay = if involuntary && !planted::active(Bug::SkipLockDelay) {
-            self.inner.core().timing.lock_delay
-        } else {
-            Duration::ZERO
-        };
-        let start = self.inner.clock.now();
-        let inner = self.inner.clone();
-        let announced = context.clone();
-        let announce = lease.clone();
-        let work = async move {
-            if !lock_delay.is_zero() {
-                inner.clock.sleep_until(start + lock_delay).await;
+        let (mut term, generation, cancelled) = loop {
+            let (held, involuntary) = inner.acquire(&mut stop).await?;
+            let generation = held.record.generation;
+            let (cancel, cancelled) = watch::channel(false);
+            let mut term = TermGuard { inner: inner.clone(), held: Some(held), cancel, started: false };
+            let lock_delay = if involuntary && !planted::active(Bug::SkipLockDelay) {
+                inner.timing().lock_delay
+            } else {
+                Duration::ZERO
+            };
+            if lock_delay.is_zero() {
+                break (term, generation, cancelled);
             }
-            inner.begin_term(announce, announced);
-            work(context, lease).await
+            // The lock-delay runs inside the held term, so the lease is
+            // renewed while it passes, and a term lost meanwhile never
+            // starts: no event, no work.
+            let mut delay = inner.clock.sleep_until(inner.clock.now() + lock_delay);
+            match term.hold(delay.as_mut(), &mut stop).await {
+                HoldEnd::WorkDone(()) if stop.is_set() => {
+                    // Nothing ran. The delay has drained the previous holder's
+                    // requests, so the release cannot let anyone skip it.
+                    term.release().await;
+                    return Err(ElectorError::Stopped);
+                }
+                HoldEnd::WorkDone(()) => break (term, generation, cancelled),
+                HoldEnd::Lost(reason) => term.lose(reason),
+            }
         };
-        let mut work = pin!(work);
-        let ended = term.hold(work.as_mut(), &mut stop).await;
-        match ended {
+
+        term.started = true;
+        let context = LeaderContext { generation, cancelled };
+        let lease = Lease { generation, owner: inner.owner.clone(), incarnation: inner.incarnation.clone() };
+        let (guard, stopped) = match announce_to {
+            Some(_) => WorkGuard::armed(),
+            None => (WorkGuard::detached(), WorkStopped(None)),
+        };
+        inner.begin_term(lease.clone(), context.clone(), guard, announce_to);
+        let mut work = pin!(work(context, lease, stopped));
+        match term.hold(work.as_mut(), &mut stop).await {
             HoldEnd::WorkDone(output) => {
                 let end = term.release().await;
                 Ok(Term { output, generation, end })
@@ -646,17 +807,31 @@ impl<B: Backend> Elector<B> {
 
     /// Campaigns for as long as the returned stream lives, leading whenever
     /// it can, and reports every [`Event`]. The leader context comes in
-    /// [`Event::Acquired`]. Dropping the stream releases the lease if held.
+    /// [`Event::Acquired`], with a [`WorkGuard`] to drop once the work it
+    /// started has stopped.
+    ///
+    /// Dropping the stream, or [`Elector::stop`], cancels the context; the
+    /// lease is released once the guard is gone (or when the lease ends),
+    /// never while the work may still be writing. After losing a term the
+    /// campaign resumes only once the guard is gone, so one process never
+    /// runs two terms' work at once.
     ///
     /// Needs a tokio runtime: the campaign runs in a spawned task.
     pub fn run(&self) -> Events {
-        let mut events = self.subscribe();
+        let (sender, mut events) = self.inner.subscribe();
         let (stop_sender, stop) = watch::channel(false);
         let elector = self.clone();
         tokio::spawn(async move {
             loop {
                 let result = elector
-                    .lead_until(|context, _lease| async move { context.cancelled().await }, Some(stop.clone()))
+                    .lead_until(
+                        |context, _lease, stopped| async move {
+                            context.cancelled().await;
+                            stopped.wait().await;
+                        },
+                        Some(stop.clone()),
+                        Some(&sender),
+                    )
                     .await;
                 match result {
                     Ok(_) if !*stop.borrow() => continue,
@@ -721,6 +896,13 @@ impl<B: Backend> Inner<B> {
         self.lock_subscribers().retain(|subscriber| subscriber.send(event.clone()).is_ok());
     }
 
+    /// A new event stream, and the sender that feeds it.
+    fn subscribe(&self) -> (mpsc::UnboundedSender<Event>, Events) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.lock_subscribers().push(sender.clone());
+        (sender, Events { receiver, stop: None })
+    }
+
     fn timing(&self) -> Timing {
         self.core().timing.clone()
     }
@@ -768,33 +950,67 @@ impl<B: Backend> Inner<B> {
             .unwrap_or_else(|| Err(BackendError::Ambiguous("write timed out".into())))
     }
 
+    /// Sleeps until `deadline`, or fails with [`ElectorError::Stopped`].
+    async fn sleep_unless_stopped(&self, deadline: Instant, stop: &mut StopSignal) -> Result<(), ElectorError> {
+        tokio::select! {
+            biased;
+            () = stop.stopped() => Err(ElectorError::Stopped),
+            () = self.clock.sleep_until(deadline) => Ok(()),
+        }
+    }
+
     /// Campaigns until a term is won. Returns the term and whether it was
     /// taken from a holder that did not release (lock-delay applies).
-    async fn acquire(&self) -> Result<(Held, bool), ElectorError> {
+    ///
+    /// A stop interrupts reads and waits, never a takeover write: one
+    /// abandoned mid-flight may land, and then nobody would hold the record
+    /// it wrote while everyone waited out its TTL. The write is settled
+    /// first and, if it landed, released.
+    async fn acquire(&self, stop: &mut StopSignal) -> Result<(Held, bool), ElectorError> {
         let mut due: Option<Decision> = None;
         loop {
             let decision = match due.take() {
                 Some(decision) => decision,
-                None => match self.observe_for_campaign().await? {
-                    Some(decision) => decision,
-                    None => {
-                        self.sleep_for(self.timing().poll_interval).await;
-                        continue;
+                None => {
+                    let observed = tokio::select! {
+                        biased;
+                        () = stop.stopped() => return Err(ElectorError::Stopped),
+                        observed = self.observe_for_campaign() => observed?,
+                    };
+                    match observed {
+                        Some(decision) => decision,
+                        None => {
+                            self.sleep_unless_stopped(self.clock.now() + self.timing().poll_interval, stop).await?;
+                            continue;
+                        }
                     }
-                },
+                }
             };
             match decision {
                 Decision::Wait { until } => {
                     let now = self.clock.now();
                     let poll = now + self.timing().poll_interval;
                     let wake = until.map_or(poll, |until| until.min(poll));
-                    self.clock.sleep_until(wake).await;
+                    self.sleep_unless_stopped(wake, stop).await?;
                     due = self.core().due(self.clock.now());
                 }
+                // Reported by `observe_for_campaign`; keep watching in case
+                // an operator moves the lease to a fresh key's record.
+                Decision::Exhausted { .. } => {
+                    self.sleep_unless_stopped(self.clock.now() + self.timing().poll_interval, stop).await?;
+                }
                 Decision::Take { expected, generation, involuntary } => {
-                    match self.take(expected.as_ref(), generation).await? {
-                        Some(held) => return Ok((held, involuntary)),
-                        None => continue,
+                    let taken = self.take(expected.as_ref(), generation).await?;
+                    if stop.is_set() {
+                        self.give_back(taken).await;
+                        return Err(ElectorError::Stopped);
+                    }
+                    match taken {
+                        Taken::Held(held) if self.clock.now() < held.ends_at => return Ok((held, involuntary)),
+                        // The write landed so late that the term is already
+                        // over; the next read finds our own record and
+                        // replaces it at once.
+                        Taken::Held(_) | Taken::No | Taken::Unknown { .. } => continue,
                     }
                 }
             }
@@ -822,11 +1038,25 @@ impl<B: Backend> Inner<B> {
                 return Ok(None);
             }
         };
+        if let Decision::Exhausted { generation } = decision {
+            let error = BackendError::Corrupt {
+                version: result.as_ref().map(|stored| stored.version.clone()).unwrap_or_else(|_| Version::new("")),
+                reason: RecordError::InvalidField {
+                    field: "generation",
+                    reason: format!(
+                        "generation {generation} has no successor, so no further term can be fenced; \
+                         move the lease to a new key"
+                    ),
+                },
+            };
+            warn!(owner = %self.owner, %error, "the lease's generation is exhausted; not taking over");
+            self.emit(Event::Error { error });
+        }
         Ok(Some(decision))
     }
 
-    /// Tries to write a new term. `Ok(None)` means not this time.
-    async fn take(&self, expected: Option<&Version>, generation: Generation) -> Result<Option<Held>, ElectorError> {
+    /// Tries to write a new term.
+    async fn take(&self, expected: Option<&Version>, generation: Generation) -> Result<Taken, ElectorError> {
         let nonce = self.nonce();
         let record = self.core().record(generation, self.clock.wall(), nonce.clone(), false);
         let sent_at = self.clock.now();
@@ -836,12 +1066,12 @@ impl<B: Backend> Inner<B> {
             Err(BackendError::LeaseHeld | BackendError::NoLease) => {
                 // The key changed under us: time the new version from scratch.
                 self.core().forget_watch();
-                return Ok(None);
+                return Ok(Taken::No);
             }
             Err(BackendError::Conflict(_)) => {
                 let pause = self.jittered(self.timing().poll_interval / 4);
                 self.sleep_for(pause).await;
-                return Ok(None);
+                return Ok(Taken::No);
             }
             Err(err @ BackendError::Ambiguous(_)) => {
                 self.emit(Event::Error { error: err });
@@ -852,29 +1082,83 @@ impl<B: Backend> Inner<B> {
                     Ok(stored) if stored.record.nonce == nonce || planted::active(Bug::ActOnUnknownOutcome) => {
                         stored.version
                     }
-                    _ => return Ok(None),
+                    Ok(_) | Err(BackendError::NoLease) => return Ok(Taken::No),
+                    Err(_) => return Ok(Taken::Unknown { nonce }),
                 }
             }
             Err(err) if err.is_fatal() => return Err(err.into()),
             Err(err) => {
                 self.emit(Event::Error { error: err });
                 self.sleep_for(self.timing().poll_interval).await;
-                return Ok(None);
+                return Ok(Taken::No);
             }
         };
         let ends_at = self.core().lease_end(sent_at);
-        if self.clock.now() >= ends_at {
-            // The write landed, but so late that the term is already over.
-            return Ok(None);
-        }
-        Ok(Some(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
+        Ok(Taken::Held(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
     }
 
-    fn begin_term(&self, lease: Lease, context: LeaderContext) {
+    /// Undoes a takeover that a stop overtook: releases the record if it
+    /// landed, settling an unknown outcome by reading the nonce back for at
+    /// most the release timeout. The term was never announced.
+    async fn give_back(&self, taken: Taken) {
+        let held = match taken {
+            Taken::No => return,
+            Taken::Held(held) => held,
+            Taken::Unknown { nonce } => {
+                let deadline = self.clock.now() + self.timing().release_timeout;
+                let settle = async {
+                    loop {
+                        match self.read().await {
+                            Ok(stored) if stored.record.nonce == nonce => {
+                                let ends_at = self.clock.now();
+                                let (version, record) = (stored.version, stored.record);
+                                break Some(Held { version, record, sent_at: ends_at, ends_at, pending: Vec::new() });
+                            }
+                            Ok(_) | Err(BackendError::NoLease) => break None,
+                            Err(_) => self.sleep_for(self.timing().poll_interval / 4).await,
+                        }
+                    }
+                };
+                let settled = tokio::select! {
+                    biased;
+                    settled = settle => settled,
+                    () = self.clock.sleep_until(deadline) => None,
+                };
+                let Some(held) = settled else {
+                    warn!(owner = %self.owner, "stopped while a takeover's outcome was unknown; it may hold the lease \
+                          until its TTL runs out");
+                    return;
+                };
+                held
+            }
+        };
+        let end = self.release(&held).await;
+        info!(owner = %self.owner, generation = %held.record.generation, end = ?end,
+              "stopped while taking the lease; gave it back without starting");
+    }
+
+    /// Announces a term. The [`Elector::run`] stream `announce_to` gets the
+    /// armed guard; every other subscriber a detached one, so a stream
+    /// nobody reads cannot hold a release back.
+    fn begin_term(
+        &self,
+        lease: Lease,
+        context: LeaderContext,
+        guard: WorkGuard,
+        announce_to: Option<&mpsc::UnboundedSender<Event>>,
+    ) {
         self.generation.store(lease.generation.get(), Ordering::Release);
         self.leading.store(true, Ordering::Release);
         info!(owner = %self.owner, generation = %lease.generation, "acquired the lease");
-        self.emit(Event::Acquired { lease, context });
+        let detached = Event::Acquired { lease: lease.clone(), context: context.clone(), guard: WorkGuard::detached() };
+        let mut armed = Some(Event::Acquired { lease, context, guard });
+        self.lock_subscribers().retain(|subscriber| {
+            let event = match announce_to {
+                Some(to) if to.same_channel(subscriber) => armed.take().unwrap_or_else(|| detached.clone()),
+                _ => detached.clone(),
+            };
+            subscriber.send(event).is_ok()
+        });
     }
 
     /// One renewal attempt, with its unknown outcomes resolved where a read
@@ -951,17 +1235,30 @@ enum HoldEnd<T> {
     Lost(LossReason),
 }
 
+/// How a takeover write turned out.
+enum Taken {
+    /// It landed; the term is ours (unless it landed too late to use).
+    Held(Held),
+    /// It did not land.
+    No,
+    /// Its reply was lost and reading back failed: it may have landed.
+    Unknown { nonce: String },
+}
+
 /// Owns a term while it lasts. Dropped while still armed (the `lead` future
 /// was dropped), it cancels the context and releases in the background.
 struct TermGuard<B: Backend> {
     inner: Arc<Inner<B>>,
     held: Option<Held>,
     cancel: watch::Sender<bool>,
+    /// Whether the term was announced and its work started; a term still in
+    /// its lock-delay ends without events.
+    started: bool,
 }
 
 impl<B: Backend> TermGuard<B> {
     /// Renews until the work returns or the term is lost.
-    async fn hold<W: Future>(&mut self, mut work: Pin<&mut W>, stop: &mut StopSignal) -> HoldEnd<W::Output> {
+    async fn hold<W: Future + ?Sized>(&mut self, mut work: Pin<&mut W>, stop: &mut StopSignal) -> HoldEnd<W::Output> {
         let inner = self.inner.clone();
         let timing = inner.timing();
         let Some(held) = self.held.as_mut() else {
@@ -970,7 +1267,7 @@ impl<B: Backend> TermGuard<B> {
         let mut next_renewal = held.sent_at + timing.renew_interval;
         let mut stop_seen = stop.is_set();
         if stop_seen {
-            self.cancel.send_replace(true);
+            inner.end_term(&self.cancel);
         }
         // Only the planted wall-clock bug reads the wall clock here.
         #[cfg(feature = "planted")]
@@ -991,8 +1288,10 @@ impl<B: Backend> TermGuard<B> {
                 // A stop request cancels the context; the work then returns
                 // and the term is released as usual.
                 () = stop.stopped(), if !stop_seen => {
+                    // The lease stays held and renewed until the work has
+                    // stopped, but this elector no longer claims to lead.
                     stop_seen = true;
-                    self.cancel.send_replace(true);
+                    inner.end_term(&self.cancel);
                     if planted::active(Bug::ReleaseBeforeWorkStops) {
                         let _ = inner.release(held).await;
                         let output = work.as_mut().await;
@@ -1063,6 +1362,11 @@ impl<B: Backend> TermGuard<B> {
         let generation = self.held.as_ref().map(|held| held.record.generation).unwrap_or_default();
         self.held = None;
         self.inner.end_term(&self.cancel);
+        if !self.started {
+            info!(owner = %self.inner.owner, %generation, %reason, "lost the lease during its lock-delay; \
+                  the term never started");
+            return;
+        }
         info!(owner = %self.inner.owner, %generation, %reason, "lost the lease");
         self.inner.emit(Event::Lost { generation, reason: Some(reason) });
     }
@@ -1077,15 +1381,20 @@ impl<B: Backend> TermGuard<B> {
         self.inner.end_term(&self.cancel);
         let end = self.inner.release(&held).await;
         let generation = held.record.generation;
-        match &end {
+        let reason = match &end {
             TermEnd::Released => {
-                info!(owner = %self.inner.owner, %generation, "released the lease")
+                info!(owner = %self.inner.owner, %generation, "released the lease");
+                None
             }
-            other => {
-                warn!(owner = %self.inner.owner, %generation, end = ?other, "stopped leading; release not confirmed")
+            TermEnd::ReleaseUnconfirmed(why) => {
+                warn!(owner = %self.inner.owner, %generation, %why, "stopped leading; release not confirmed");
+                Some(LossReason::ReleaseUnconfirmed(why.clone()))
             }
+            TermEnd::Lost(reason) => Some(reason.clone()),
+        };
+        if self.started {
+            self.inner.emit(Event::Lost { generation, reason });
         }
-        self.inner.emit(Event::Lost { generation, reason: None });
         end
     }
 }
@@ -1096,7 +1405,9 @@ impl<B: Backend> Drop for TermGuard<B> {
         self.inner.end_term(&self.cancel);
         let generation = held.record.generation;
         warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
-        self.inner.emit(Event::Lost { generation, reason: None });
+        if self.started {
+            self.inner.emit(Event::Lost { generation, reason: Some(LossReason::Abandoned) });
+        }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let inner = self.inner.clone();
             runtime.spawn(async move {
@@ -1123,12 +1434,19 @@ impl<B: Backend> Inner<B> {
                     Err(err) => TermEnd::ReleaseUnconfirmed(err.to_string()),
                 };
             }
-            let nonce = self.nonce();
-            let record = self.core().record(held.record.generation, self.clock.wall(), nonce.clone(), true);
             let mut expected = held.version.clone();
-            // At most two attempts: the second only when an earlier renewal
-            // of ours turns out to have landed and changed the version.
+            // Every attempt writes fresh bytes (I8), and each attempt's nonce
+            // is remembered: an earlier attempt may land after a later one
+            // was refused, and is then still our release.
+            let mut nonces: Vec<String> = Vec::with_capacity(2);
+            let ours =
+                |nonce: &str| held.pending.iter().any(|(pending, _)| pending == nonce) || nonce == held.record.nonce;
+            // At most two attempts: the second only when an earlier write of
+            // ours turns out to have landed (or not) and left our version.
             for _ in 0..2 {
+                let nonce = self.nonce();
+                let record = self.core().record(held.record.generation, self.clock.wall(), nonce.clone(), true);
+                nonces.push(nonce);
                 match self.backend.write(Some(&expected), &record).await {
                     Ok(_) => return TermEnd::Released,
                     Err(BackendError::NoLease) => {
@@ -1138,17 +1456,22 @@ impl<B: Backend> Inner<B> {
                         let Ok(stored) = self.backend.read().await else {
                             return TermEnd::ReleaseUnconfirmed(err.to_string());
                         };
-                        if stored.record.nonce == nonce {
+                        if nonces.contains(&stored.record.nonce) {
                             return TermEnd::Released;
                         }
-                        let ours = held.pending.iter().any(|(pending, _)| *pending == stored.record.nonce)
-                            || stored.record.nonce == held.record.nonce;
-                        if !ours {
+                        if !ours(&stored.record.nonce) {
                             return TermEnd::ReleaseUnconfirmed("another writer holds the lease now".into());
                         }
                         expected = stored.version;
                     }
                 }
+            }
+            // Both attempts left our own record in place; one may still be
+            // on its way. Look once more before saying it did not land.
+            if let Ok(stored) = self.backend.read().await
+                && nonces.contains(&stored.record.nonce)
+            {
+                return TermEnd::Released;
             }
             TermEnd::ReleaseUnconfirmed("the release did not land".into())
         };

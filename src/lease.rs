@@ -22,9 +22,12 @@ use crate::rfc3339;
 /// ```
 /// use hoplock::Generation;
 ///
-/// let first = Generation::ZERO.next();
+/// let first = Generation::ZERO.next().expect("room for a first term");
 /// assert_eq!(first.get(), 1);
-/// assert!(first.next() > first);
+/// assert!(first.next() > Some(first));
+/// // The last generation has no successor: a record holding it can never be
+/// // taken over, so electors report it instead of reusing a token.
+/// assert_eq!(Generation::MAX.next(), None);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -39,9 +42,18 @@ impl Generation {
         self.0
     }
 
-    /// The next generation, saturating at `u64::MAX`.
-    pub const fn next(self) -> Generation {
-        Generation(self.0.saturating_add(1))
+    /// The last generation. A lease at this generation has no successor.
+    pub const MAX: Generation = Generation(u64::MAX);
+
+    /// The next generation, or `None` at [`Generation::MAX`].
+    ///
+    /// There is no saturating form on purpose: two terms sharing a token is
+    /// the failure fencing exists to prevent.
+    pub const fn next(self) -> Option<Generation> {
+        match self.0.checked_add(1) {
+            Some(next) => Some(Generation(next)),
+            None => None,
+        }
     }
 }
 
@@ -55,6 +67,13 @@ impl std::fmt::Display for Generation {
 /// bytes; anything far larger is not ours and is reported as corrupt rather
 /// than parsed.
 pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// The longest TTL an elector accepts, and the longest a record may state.
+///
+/// A record stating more is reported as corrupt: a contender would otherwise
+/// wait for it practically forever without saying why. A day is far beyond
+/// any sensible lease and far below anything that could overflow a timer.
+pub const MAX_TTL: Duration = Duration::from_secs(86_400);
 
 /// The largest owner name accepted, in bytes.
 pub const MAX_OWNER_BYTES: usize = 1024;
@@ -139,8 +158,15 @@ impl LeaseRecord {
 
     /// Checks what `decode` checks, for records built in memory.
     pub fn validate(&self) -> Result<(), RecordError> {
-        if self.ttl_ms == Some(0) {
-            return Err(RecordError::InvalidField { field: "ttl_ms", reason: "a TTL of zero".into() });
+        match self.ttl_ms {
+            Some(0) => return Err(RecordError::InvalidField { field: "ttl_ms", reason: "a TTL of zero".into() }),
+            Some(ms) if u128::from(ms) > MAX_TTL.as_millis() => {
+                return Err(RecordError::InvalidField {
+                    field: "ttl_ms",
+                    reason: format!("{ms} ms is longer than the {} ms any elector writes", MAX_TTL.as_millis()),
+                });
+            }
+            _ => {}
         }
         if self.owner.len() > MAX_OWNER_BYTES {
             return Err(RecordError::InvalidField {
@@ -189,6 +215,12 @@ mod tests {
     }
 
     #[test]
+    fn the_last_generation_has_no_successor() {
+        assert_eq!(Generation(u64::MAX - 1).next(), Some(Generation::MAX));
+        assert_eq!(Generation::MAX.next(), None);
+    }
+
+    #[test]
     fn reads_a_go_record() {
         let go = br#"{"generation":12,"expires_at":"2024-05-01T10:00:00.123456789+02:00","owner":"host-1"}"#;
         let record = LeaseRecord::decode(go).unwrap();
@@ -204,6 +236,11 @@ mod tests {
         }
         let zero_ttl = br#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":0}"#;
         assert!(matches!(LeaseRecord::decode(zero_ttl), Err(RecordError::InvalidField { field: "ttl_ms", .. })));
+        let absurd_ttl = br#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":18446744073709551615}"#;
+        let err = LeaseRecord::decode(absurd_ttl).unwrap_err();
+        assert!(matches!(err, RecordError::InvalidField { field: "ttl_ms", .. }), "{err}");
+        let longest = format!(r#"{{"generation":1,"expires_at":"","owner":"a","ttl_ms":{}}}"#, MAX_TTL.as_millis());
+        assert_eq!(LeaseRecord::decode(longest.as_bytes()).unwrap().ttl(), Some(MAX_TTL));
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(LeaseRecord::decode(&huge), Err(RecordError::TooLarge(MAX_RECORD_BYTES + 1)));
     }

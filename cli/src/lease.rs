@@ -57,6 +57,18 @@ pub enum LeaseError {
         /// Its TTL.
         ttl: Duration,
     },
+    /// The reset would leave a generation with no successor, so no one could
+    /// ever lead again on this key.
+    #[error(
+        "generation {generation} leaves no room for another term (the next holder needs generation + 1); \
+         {hint}"
+    )]
+    NoRoom {
+        /// The generation the reset would write.
+        generation: Generation,
+        /// What to do instead.
+        hint: &'static str,
+    },
     /// Writing the output failed.
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -100,9 +112,15 @@ async fn show(store: &StoreArgs, out: &mut impl Write) -> Result<(), LeaseError>
 }
 
 async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError> {
+    // Refused before touching the store: a floor with no successor is a typo
+    // or a misunderstanding, and no store state can make it usable.
+    let floor = Generation(args.generation_floor);
+    let Some(mut next) = floor.next() else {
+        return Err(LeaseError::NoRoom { generation: floor, hint: "choose a lower --generation-floor" });
+    };
     let backend = args.store.backend()?;
     let found = backend.inspect().await?;
-    let mut generation = Generation(args.generation_floor);
+    let mut generation = floor;
     let expected = match &found {
         None => None,
         Some(found) => {
@@ -123,6 +141,12 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
             Some(found.version.clone())
         }
     };
+    if generation != floor {
+        next = generation.next().ok_or(LeaseError::NoRoom {
+            generation,
+            hint: "the stored generation is exhausted; move the lease to a new key and raise its floor there",
+        })?;
+    }
     let record = LeaseRecord {
         generation,
         expires_at: String::new(),
@@ -135,6 +159,6 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
     // Conditional on what was just read: if anything wrote in between, the
     // reset fails rather than overwrite it.
     backend.write(expected.as_ref(), &record).await?;
-    writeln!(out, "reset: released record at generation {generation}; the next holder gets {}", generation.next())?;
+    writeln!(out, "reset: released record at generation {generation}; the next holder gets {next}")?;
     Ok(())
 }

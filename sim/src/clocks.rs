@@ -56,6 +56,8 @@ pub struct SimClock {
     paused_until: Arc<AtomicU64>,
     /// Wall steps the runner applied while the run went on.
     stepped_ms: Arc<AtomicI64>,
+    /// turmoil fires timers on its ticks, so up to one tick late.
+    timer_resolution: Duration,
 }
 
 /// The runner's handle on one node's clock: stop-the-world pauses and wall
@@ -91,7 +93,14 @@ impl SimClock {
             origin: tokio::time::Instant::now(),
             paused_until: pause.until_nanos.clone(),
             stepped_ms: pause.stepped_ms.clone(),
+            timer_resolution: Duration::from_millis(1),
         }
+    }
+
+    /// Sets how late a timer may fire: the simulation's tick.
+    pub fn with_timer_resolution(mut self, resolution: Duration) -> SimClock {
+        self.timer_resolution = resolution;
+        self
     }
 
     /// The tokio instant at simulated time `at`.
@@ -158,5 +167,9 @@ impl Clock for SimClock {
                 tokio::time::sleep_until(resume).await;
             }
         })
+    }
+
+    fn timer_resolution(&self) -> Duration {
+        self.timer_resolution
     }
 }

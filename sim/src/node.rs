@@ -56,6 +56,8 @@ pub struct NodeContext {
     /// Set by the runner to shut the node down gracefully; cleared again
     /// when it restarts the node.
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The simulation's tick: how late a timer may fire.
+    pub tick: Duration,
 }
 
 impl NodeContext {
@@ -75,7 +77,9 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     let name = context.spec.name.clone();
     context.history.record_now(&name, Event::Started { incarnation });
 
-    let clock = Arc::new(SimClock::new(context.epoch, context.spec.clock.clone(), &context.pause));
+    let clock = Arc::new(
+        SimClock::new(context.epoch, context.spec.clock.clone(), &context.pause).with_timer_resolution(context.tick),
+    );
     let entropy = Arc::new(SeededEntropy::new(context.entropy_seed(incarnation)));
     let spec = &context.spec.elector;
     let ttl = Duration::from_millis(spec.ttl_ms);

@@ -145,6 +145,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             incarnations: Rc::default(),
             pause,
             stop,
+            tick: Duration::from_millis(world.tick_ms.max(1)),
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
     }

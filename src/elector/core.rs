@@ -46,6 +46,10 @@ pub(crate) struct Timing {
     pub drift_bound_ppb: u32,
     pub stop_margin: Duration,
     pub lock_delay: Duration,
+    /// How long to wait out a record that states no TTL (one written by the
+    /// Go hoplock or Litestream), and the least wait after the key is found
+    /// missing.
+    pub assumed_ttl: Duration,
 }
 
 impl Timing {
@@ -91,15 +95,18 @@ pub(crate) enum Decision {
     /// another read, provided the version has not changed (the conditional
     /// write checks that).
     Wait { until: Option<Instant> },
+    /// The stored generation has no successor, so no term can ever follow
+    /// it. Report it like a corrupt record and never write.
+    Exhausted { generation: Generation },
 }
 
 /// The version a contender is timing, and since when.
 #[derive(Clone, Debug)]
 struct Watch {
-    /// What a takeover writes against: the watched version, or `None` once
-    /// the key has been seen missing after it.
-    expected: Option<Version>,
-    version: Version,
+    /// The version watched, and what a takeover writes against. `None` is
+    /// the key found missing after a record was seen: a version of its own,
+    /// because the last holder may have renewed just before the deletion.
+    version: Option<Version>,
     /// Arrival time of the response that first showed `version`.
     since: Instant,
     ttl: Duration,
@@ -139,11 +146,14 @@ pub(crate) struct Core {
     pub incarnation: String,
     highest_seen: Generation,
     watch: Option<Watch>,
+    /// The TTL of the last record read or written, `None` until one has
+    /// been. A key found missing after that is waited out for at least this.
+    last_ttl: Option<Duration>,
 }
 
 impl Core {
     pub fn new(timing: Timing, policy: Policy, owner: String, incarnation: String) -> Core {
-        Core { timing, policy, owner, incarnation, highest_seen: Generation::ZERO, watch: None }
+        Core { timing, policy, owner, incarnation, highest_seen: Generation::ZERO, watch: None, last_ttl: None }
     }
 
     /// The highest generation this elector has read or written.
@@ -154,6 +164,12 @@ impl Core {
     /// Records a generation seen or written elsewhere than through `decide`.
     pub fn saw(&mut self, generation: Generation) {
         self.highest_seen = self.highest_seen.max(generation);
+    }
+
+    /// How long a contender waits out `record`: the TTL it states, or the
+    /// assumed TTL when it states none.
+    fn wait_for(&self, record: &LeaseRecord) -> Duration {
+        record.ttl().unwrap_or(self.timing.assumed_ttl)
     }
 
     /// Decides what to do about what a read showed. `arrived` is when the
@@ -171,7 +187,16 @@ impl Core {
     /// `wall` is only read by a planted bug.
     #[cfg_attr(not(feature = "planted"), allow(unused_variables))]
     fn decide_safe(&mut self, observation: Observation<'_>, arrived: Instant, wall: SystemTime) -> Decision {
-        let next = self.highest_seen.next();
+        if let Observation::Record(stored) = &observation {
+            self.saw(stored.record.generation);
+            self.last_ttl = Some(self.wait_for(&stored.record));
+        }
+        // Nothing may be written once the highest generation seen has no
+        // successor: a saturated token would be shared by two terms.
+        let Some(next) = self.highest_seen.next() else {
+            self.watch = None;
+            return Decision::Exhausted { generation: self.highest_seen };
+        };
         match observation {
             Observation::Corrupt => Decision::Wait { until: None },
             // The seed's habit: a missing key starts over at generation 1.
@@ -179,20 +204,24 @@ impl Core {
                 self.watch = None;
                 Decision::Take { expected: None, generation: Generation(1), involuntary: false }
             }
-            Observation::Missing => match &mut self.watch {
-                // The key vanished while a holder's term was being timed. The
-                // holder may still believe it leads, so keep timing its term
-                // rather than creating a record at once.
-                Some(watch) => {
-                    watch.expected = None;
-                    self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
+            Observation::Missing => {
+                // A process that has never seen a record for the key has no
+                // term to respect and may create it at once.
+                let Some(last_ttl) = self.last_ttl else {
+                    return Decision::Take { expected: None, generation: next, involuntary: false };
+                };
+                // After a record was seen, "missing" is a new version: the
+                // last holder may have renewed after our last read and be
+                // inside its term still, so its TTL is waited out from the
+                // arrival of this answer, like any other version's.
+                if !self.watch.as_ref().is_some_and(|watch| watch.version.is_none()) {
+                    let ttl = last_ttl.max(self.timing.ttl);
+                    self.watch = Some(Watch { version: None, since: arrived, ttl });
                 }
-                None => Decision::Take { expected: None, generation: next, involuntary: false },
-            },
+                self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
+            }
             Observation::Record(stored) => {
                 let record = &stored.record;
-                self.saw(record.generation);
-                let next = self.highest_seen.next();
                 if record.released {
                     self.watch = None;
                     return Decision::Take {
@@ -219,17 +248,13 @@ impl Core {
                         involuntary: true,
                     };
                 }
-                let unchanged = self.watch.as_ref().is_some_and(|watch| watch.version == stored.version);
-                if unchanged {
-                    if let Some(watch) = &mut self.watch {
-                        watch.expected = Some(stored.version.clone());
-                    }
-                } else {
+                let unchanged =
+                    self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(&stored.version));
+                if !unchanged {
                     self.watch = Some(Watch {
-                        expected: Some(stored.version.clone()),
-                        version: stored.version.clone(),
+                        version: Some(stored.version.clone()),
                         since: arrived,
-                        ttl: record.ttl().unwrap_or(self.timing.ttl),
+                        ttl: self.wait_for(record),
                     });
                 }
                 self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
@@ -253,10 +278,10 @@ impl Core {
                     return Decision::Take { expected, generation: record.generation, involuntary: false };
                 }
                 let expired = record.released || record.expires_at_time().is_none_or(|expires| expires <= wall);
-                if expired {
-                    Decision::Take { expected, generation: record.generation.next(), involuntary: false }
-                } else {
-                    Decision::Wait { until: None }
+                match record.generation.next() {
+                    Some(generation) if expired => Decision::Take { expected, generation, involuntary: false },
+                    Some(_) => Decision::Wait { until: None },
+                    None => Decision::Exhausted { generation: record.generation },
                 }
             }
         }
@@ -271,9 +296,9 @@ impl Core {
     pub fn due(&self, now: Instant) -> Option<Decision> {
         let watch = self.watch.as_ref()?;
         let generation =
-            if planted::active(Bug::ReusedGeneration) { self.highest_seen } else { self.highest_seen.next() };
+            if planted::active(Bug::ReusedGeneration) { self.highest_seen } else { self.highest_seen.next()? };
         (now >= watch.since + watch.ttl).then(|| Decision::Take {
-            expected: watch.expected.clone(),
+            expected: watch.version.clone(),
             generation,
             involuntary: true,
         })
@@ -308,16 +333,25 @@ impl Core {
     /// The record for a new term or a renewal at `generation`.
     pub fn record(&mut self, generation: Generation, wall: SystemTime, nonce: String, released: bool) -> LeaseRecord {
         self.saw(generation);
+        self.last_ttl = Some(self.timing.ttl);
         LeaseRecord {
             generation,
             expires_at: rfc3339::format(wall.checked_add(self.timing.ttl).unwrap_or(wall)),
             owner: self.owner.clone(),
             nonce,
-            ttl_ms: Some(u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX)),
+            ttl_ms: Some(advertised_ttl_ms(self.timing.ttl)),
             incarnation: self.incarnation.clone(),
             released,
         }
     }
+}
+
+/// The TTL written into records, in whole milliseconds rounded **up**: a
+/// contender waits what the record says, and rounding down would let it wait
+/// less than the holder's term lasts. The builder caps the TTL at
+/// [`crate::lease::MAX_TTL`], so the value always fits.
+pub(crate) fn advertised_ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -334,6 +368,7 @@ mod tests {
             drift_bound_ppb: 1_000_000,
             stop_margin: Duration::from_secs(1),
             lock_delay: Duration::ZERO,
+            assumed_ttl: Duration::from_secs(60),
         }
     }
 
@@ -398,15 +433,74 @@ mod tests {
     }
 
     #[test]
-    fn a_vanished_key_keeps_the_watched_term_and_never_lowers_the_generation() {
+    fn a_vanished_key_is_a_new_version_and_never_lowers_the_generation() {
         let mut core = core();
         let live = stored(9, "v1", "x", false);
         core.decide(Observation::Record(&live), at(0), WALL);
-        assert_eq!(core.decide(Observation::Missing, at(1), WALL), Decision::Wait { until: Some(at(20)) });
-        assert_eq!(
-            core.due(at(20)),
-            Some(Decision::Take { expected: None, generation: Generation(10), involuntary: true })
+        // The holder may have renewed after our read at 0 and before the
+        // deletion, so the wait runs from the answer that showed the key
+        // missing, for the longer of its TTL (20 s) and ours (30 s).
+        assert_eq!(core.decide(Observation::Missing, at(1), WALL), Decision::Wait { until: Some(at(31)) });
+        assert_eq!(core.decide(Observation::Missing, at(5), WALL), Decision::Wait { until: Some(at(31)) });
+        assert_eq!(core.due(at(30)), None);
+        let take = Decision::Take { expected: None, generation: Generation(10), involuntary: true };
+        assert_eq!(core.due(at(31)), Some(take));
+    }
+
+    #[test]
+    fn a_missing_key_after_a_forgotten_watch_is_still_waited_out() {
+        // A failed takeover forgets its watch; the record it lost to is then
+        // deleted. The elector has seen records, so "missing" is no licence
+        // to skip the wait.
+        let mut core = core();
+        let mut longer = stored(3, "v1", "x", false);
+        longer.record.ttl_ms = Some(45_000);
+        core.decide(Observation::Record(&longer), at(0), WALL);
+        core.forget_watch();
+        assert_eq!(core.decide(Observation::Missing, at(10), WALL), Decision::Wait { until: Some(at(55)) });
+        assert!(matches!(core.due(at(55)), Some(Decision::Take { generation: Generation(4), involuntary: true, .. })));
+    }
+
+    #[test]
+    fn a_record_without_a_ttl_is_waited_out_for_the_assumed_ttl() {
+        // A record from the Go hoplock states no TTL. Our own is 30 s; the
+        // Go holder's may be longer, so the assumed 60 s applies.
+        let mut core = core();
+        let mut go = stored(5, "v1", "", false);
+        go.record.ttl_ms = None;
+        assert_eq!(core.decide(Observation::Record(&go), at(0), WALL), Decision::Wait { until: Some(at(60)) });
+        assert_eq!(core.due(at(59)), None);
+        assert!(core.due(at(60)).is_some());
+    }
+
+    #[test]
+    fn an_exhausted_generation_is_never_taken_over() {
+        let mut core = core();
+        for released in [false, true] {
+            let last = stored(u64::MAX, "v1", "x", released);
+            assert_eq!(
+                core.decide(Observation::Record(&last), at(0), WALL),
+                Decision::Exhausted { generation: Generation::MAX }
+            );
+            assert_eq!(core.due(at(1_000_000)), None);
+        }
+        // Once seen, even a missing key cannot restart below it.
+        assert_eq!(core.decide(Observation::Missing, at(0), WALL), Decision::Exhausted { generation: Generation::MAX });
+    }
+
+    #[test]
+    fn the_advertised_ttl_is_rounded_up_to_whole_milliseconds() {
+        assert_eq!(advertised_ttl_ms(Duration::from_millis(3000)), 3000);
+        assert_eq!(advertised_ttl_ms(Duration::from_nanos(3_000_000_001)), 3001);
+        assert_eq!(advertised_ttl_ms(Duration::from_micros(1500)), 2);
+        let mut core = Core::new(
+            Timing { ttl: Duration::from_micros(29_999_500), ..timing() },
+            Policy::Safe,
+            "me".into(),
+            "i".into(),
         );
+        let record = core.record(Generation(1), WALL, "n".into(), false);
+        assert_eq!(record.ttl_ms, Some(30_000));
     }
 
     #[test]

@@ -304,9 +304,17 @@ async fn a_key_deleted_behind_the_electors_back_does_not_lower_the_generation() 
     store.remove();
     let term = task.await.unwrap().expect("a led");
     assert_eq!(term.end, TermEnd::Lost(LossReason::Deleted));
+    let deleted_seen = RealInstant::now();
     let task = campaign(&a, &timeline, None);
-    advance(Duration::from_secs(1)).await;
+    // "Missing" after a record was seen is a new version, waited out for a
+    // full TTL: whoever deleted the key may have left a holder inside its
+    // term.
+    advance(TTL - Duration::from_millis(100)).await;
+    assert!(!a.elector.is_leader());
+    advance(Duration::from_millis(200)).await;
     assert_eq!(a.elector.current_generation(), Some(Generation(8)));
+    let started = timeline.terms()[1].2;
+    assert!(started - deleted_seen >= TTL, "took the deleted key after {:?}", started - deleted_seen);
     task.abort();
 }
 
@@ -366,7 +374,7 @@ async fn run_reports_events_and_releases_when_dropped() {
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
     let mut events = a.elector.run();
-    let Some(Event::Acquired { lease, context }) = events.next().await else { panic!("expected Acquired") };
+    let Some(Event::Acquired { lease, context, .. }) = events.next().await else { panic!("expected Acquired") };
     assert_eq!(lease.generation, Generation(1));
     assert!(matches!(events.next().await, Some(Event::Renewed { generation: Generation(1) })));
     drop(events);
@@ -426,4 +434,479 @@ fn the_lead_future_is_send() {
     let elector = Elector::builder(MemoryBackend::new()).owner("a").build().unwrap();
     let future = elector.lead(|_, _| async {});
     assert_send(&future);
+}
+
+// ---------------------------------------------------------------------------
+// Edges: each test below failed before the behaviour it names was fixed.
+// ---------------------------------------------------------------------------
+
+/// What [`Scripted`] does with the next write.
+#[derive(Clone, Debug)]
+enum WriteStep {
+    /// Apply it now and answer at once.
+    Pass,
+    /// Apply it now, answer after this long (the store commits a write whose
+    /// sender may stop waiting for the reply).
+    ReplyAfter(Duration),
+    /// Answer `Ambiguous` at once and apply it just before the n-th
+    /// operation after this one, as a write delayed in the network would.
+    LandBeforeOp(usize),
+    /// Refuse it without applying it.
+    Fail(BackendError),
+}
+
+/// What [`Scripted`] does with the next read.
+#[derive(Clone, Debug)]
+enum ReadStep {
+    Pass,
+    /// Read now, answer after this long.
+    ReplyAfter(Duration),
+    /// Fail after this long.
+    FailAfter(Duration, BackendError),
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    writes: std::collections::VecDeque<WriteStep>,
+    reads: std::collections::VecDeque<ReadStep>,
+    /// A write waiting to land: operations to go, expected version, record.
+    late: Option<(usize, Option<Version>, LeaseRecord)>,
+    /// Every record written, in order, whether it landed or not.
+    written: Vec<LeaseRecord>,
+}
+
+/// A memory store whose writes and reads follow a script; unscripted
+/// operations pass straight through.
+#[derive(Clone, Debug, Default)]
+struct Scripted {
+    store: MemoryBackend,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Scripted {
+    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script.lock().unwrap()
+    }
+
+    /// Counts one operation and lands a late write whose time has come.
+    async fn tick(&self) {
+        let due = {
+            let mut script = self.script();
+            match &mut script.late {
+                Some((left, _, _)) if *left > 1 => {
+                    *left -= 1;
+                    None
+                }
+                Some(_) => script.late.take(),
+                None => None,
+            }
+        };
+        if let Some((_, expected, record)) = due {
+            let _ = self.store.write(expected.as_ref(), &record).await;
+        }
+    }
+}
+
+impl Backend for Scripted {
+    async fn read(&self) -> Result<Stored, BackendError> {
+        self.tick().await;
+        let step = self.script().reads.pop_front().unwrap_or(ReadStep::Pass);
+        let result = self.store.read().await;
+        match step {
+            ReadStep::Pass => result,
+            ReadStep::ReplyAfter(delay) => {
+                tokio::time::sleep(delay).await;
+                result
+            }
+            ReadStep::FailAfter(delay, err) => {
+                tokio::time::sleep(delay).await;
+                Err(err)
+            }
+        }
+    }
+
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
+        self.tick().await;
+        let step = {
+            let mut script = self.script();
+            script.written.push(record.clone());
+            script.writes.pop_front().unwrap_or(WriteStep::Pass)
+        };
+        match step {
+            WriteStep::Pass => self.store.write(expected, record).await,
+            WriteStep::ReplyAfter(delay) => {
+                let result = self.store.write(expected, record).await;
+                tokio::time::sleep(delay).await;
+                result
+            }
+            WriteStep::LandBeforeOp(n) => {
+                self.script().late = Some((n, expected.cloned(), record.clone()));
+                Err(BackendError::Ambiguous("reply lost (scripted)".into()))
+            }
+            WriteStep::Fail(err) => Err(err),
+        }
+    }
+
+    async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
+        self.tick().await;
+        self.store.delete(expected).await
+    }
+}
+
+fn scripted_elector(store: &Scripted, owner: &str, seed: u64) -> Elector<Scripted> {
+    Elector::builder(store.clone()).owner(owner).ttl(TTL).entropy(Arc::new(SeededEntropy::new(seed))).build().unwrap()
+}
+
+fn drain(events: &mut Events) -> Vec<Event> {
+    std::iter::from_fn(|| events.receiver.try_recv().ok()).collect()
+}
+
+fn stored_record(store: &MemoryBackend) -> LeaseRecord {
+    LeaseRecord::decode(&store.raw().expect("a record is stored")).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_term_lost_during_its_lock_delay_never_starts() {
+    // A lock-delay longer than the TTL, as Consul's default of 15 s is.
+    let store = MemoryBackend::new();
+    let a = node(&store, "a", 1);
+    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(5)));
+    let mut b_events = b.elector.subscribe();
+    let timeline = Timeline::default();
+    let task_a = campaign(&a, &timeline, None);
+    advance(Duration::from_millis(10)).await;
+    let task_b = campaign(&b, &timeline, None);
+    advance(Duration::from_secs(1)).await;
+    crash(&a, &task_a);
+
+    // b takes over involuntarily and starts its lock-delay; then the store
+    // stops answering it, so its lease runs out inside the delay.
+    while stored_record(&store).owner != "b" {
+        advance(Duration::from_millis(10)).await;
+    }
+    b.control.set(Fault::Hang);
+    for _ in 0..1000 {
+        advance(Duration::from_millis(10)).await;
+        assert!(!b.elector.is_leader(), "b claimed to lead a term it lost during the lock-delay");
+    }
+    assert!(timeline.first_term_of("b").is_none(), "b's work ran: {:?}", timeline.terms());
+    let announced: Vec<_> =
+        drain(&mut b_events).into_iter().filter(|e| matches!(e, Event::Acquired { .. } | Event::Lost { .. })).collect();
+    assert!(announced.is_empty(), "a term that never started was announced: {announced:?}");
+    task_b.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_the_lock_delay_waits_it_out_and_releases_without_starting() {
+    let store = MemoryBackend::new();
+    let a = node(&store, "a", 1);
+    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(5)));
+    let timeline = Timeline::default();
+    let task_a = campaign(&a, &timeline, None);
+    advance(Duration::from_millis(10)).await;
+    let task_b = campaign(&b, &timeline, None);
+    advance(Duration::from_secs(1)).await;
+    crash(&a, &task_a);
+    while stored_record(&store).owner != "b" {
+        advance(Duration::from_millis(10)).await;
+    }
+    let took_over = RealInstant::now();
+    b.elector.stop();
+    advance(Duration::from_secs(1)).await;
+    assert!(!stored_record(&store).released, "released inside the lock-delay");
+    assert!(task_b.await.unwrap().is_none(), "lead returned a term");
+    // `took_over` is up to one 10 ms step after the takeover.
+    assert!(RealInstant::now() - took_over >= Duration::from_millis(4990));
+    let record = stored_record(&store);
+    assert!(record.released && record.owner == "b", "{record:?}");
+    assert!(timeline.first_term_of("b").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_releases_only_after_the_work_guard_is_dropped() {
+    // Both ways of ending a run(): stop() and dropping the stream.
+    for drop_stream in [false, true] {
+        let store = MemoryBackend::new();
+        let a = node(&store, "a", 1);
+        let mut events = a.elector.run();
+        let Some(Event::Acquired { context, guard, .. }) = events.next().await else { panic!("expected Acquired") };
+        assert!(guard.is_armed());
+        let finished = Arc::new(Mutex::new(None));
+        let finished_at = finished.clone();
+        tokio::spawn(async move {
+            context.cancelled().await;
+            // In-flight writes take half a second to finish.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            *finished_at.lock().unwrap() = Some(RealInstant::now());
+            drop(guard);
+        });
+        advance(Duration::from_millis(10)).await;
+        if drop_stream {
+            drop(events);
+        } else {
+            a.elector.stop();
+        }
+        advance(Duration::from_millis(100)).await;
+        assert!(!a.elector.is_leader(), "the context is cancelled at once");
+        assert!(!stored_record(&store).released, "released while the work was still running");
+        advance(Duration::from_millis(500)).await;
+        assert!(finished.lock().unwrap().is_some());
+        let record = stored_record(&store);
+        assert!(record.released, "released once the work stopped");
+        assert_eq!(record.generation, Generation(1));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn subscribers_get_a_detached_guard_that_holds_nothing_back() {
+    let store = MemoryBackend::new();
+    let a = node(&store, "a", 1);
+    let mut watcher = a.elector.subscribe();
+    let mut events = a.elector.run();
+    let Some(Event::Acquired { guard, .. }) = events.next().await else { panic!("expected Acquired") };
+    let Some(Event::Acquired { guard: copy, .. }) = watcher.next().await else { panic!("expected Acquired") };
+    assert!(guard.is_armed() && !copy.is_armed());
+    drop(guard);
+    a.elector.stop();
+    advance(Duration::from_millis(10)).await;
+    // The watcher still holds its copy, unread events and all.
+    assert!(stored_record(&store).released);
+    drop(copy);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_a_takeover_write_releases_what_landed() {
+    // The create commits at once, but its reply takes 100 ms; the elector is
+    // stopped while it waits.
+    let store = Scripted::default();
+    store.script().writes.push_back(WriteStep::ReplyAfter(Duration::from_millis(100)));
+    let a = scripted_elector(&store, "a", 1);
+    let leader = a.clone();
+    let task = tokio::spawn(async move { leader.lead(|_, _| async {}).await });
+    advance(Duration::from_millis(50)).await;
+    a.stop();
+    assert!(matches!(task.await.unwrap(), Err(ElectorError::Stopped)));
+    advance(Duration::from_millis(10)).await;
+    let record = stored_record(&store.store);
+    assert!(record.released, "the landed takeover was left for everyone to wait out: {record:?}");
+    assert_eq!(record.generation, Generation(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_after_an_unresolved_takeover_settles_it_by_reading_back() {
+    // The create's reply is lost, and the read that should settle it fails
+    // only after the elector was told to stop. The write lands meanwhile.
+    let store = Scripted::default();
+    store.script().writes.push_back(WriteStep::LandBeforeOp(2));
+    store.script().reads.extend([
+        ReadStep::Pass,
+        ReadStep::FailAfter(Duration::from_millis(200), BackendError::Transient("scripted".into())),
+    ]);
+    let a = scripted_elector(&store, "a", 1);
+    let leader = a.clone();
+    let task = tokio::spawn(async move { leader.lead(|_, _| async {}).await });
+    advance(Duration::from_millis(100)).await;
+    a.stop();
+    assert!(matches!(task.await.unwrap(), Err(ElectorError::Stopped)));
+    let record = stored_record(&store.store);
+    assert!(record.released && record.owner == "a", "{record:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_observers_never_report_a_false_step_back() {
+    let store = Scripted::default();
+    store.store.put_raw(crate::testing::conformance::sample_record(5, "five").encode());
+    let watcher = scripted_elector(&store, "w", 1);
+    // The first read sees generation 5 but answers after 100 ms; meanwhile
+    // generation 6 is written and a second read sees it at once.
+    store.script().reads.push_back(ReadStep::ReplyAfter(Duration::from_millis(100)));
+    let first = watcher.clone();
+    let first = tokio::spawn(async move { first.observe().await });
+    advance(Duration::from_millis(1)).await;
+    store.store.put_raw(crate::testing::conformance::sample_record(6, "six").encode());
+    let second = watcher.observe().await.unwrap().unwrap();
+    assert_eq!(second.generation, Generation(6));
+    let first = first.await.unwrap().expect("an old answer is not a step back");
+    assert_eq!(first.unwrap().generation, Generation(5));
+    // A read sent after 6 was seen that finds 5 is a real step back.
+    store.store.put_raw(crate::testing::conformance::sample_record(5, "reset").encode());
+    assert!(matches!(watcher.observe().await, Err(ElectorError::GenerationWentBack { .. })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_release_attempt_writes_fresh_bytes_and_a_late_landing_counts() {
+    let store = Scripted::default();
+    let a = scripted_elector(&store, "a", 1);
+    let leader = a.clone();
+    let task = tokio::spawn(async move { leader.lead(|_, _| async {}).await });
+    // The create passes. The first release attempt's reply is lost and it
+    // lands late, after the second attempt was refused and read back.
+    store.script().writes.extend([
+        WriteStep::Pass,
+        WriteStep::LandBeforeOp(3),
+        WriteStep::Fail(BackendError::Transient("scripted".into())),
+    ]);
+    let term = task.await.unwrap().unwrap();
+    assert_eq!(term.end, TermEnd::Released, "the late-landing release was reported lost");
+    let written = store.script().written.clone();
+    let releases: Vec<_> = written.iter().filter(|record| record.released).collect();
+    assert_eq!(releases.len(), 2, "{written:?}");
+    assert_ne!(releases[0].nonce, releases[1].nonce, "a retry resent identical bytes");
+    assert!(stored_record(&store.store).released);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unconfirmed_and_abandoned_releases_say_so_in_their_loss_event() {
+    let store = MemoryBackend::new();
+    let a = node(&store, "a", 1);
+    let mut events = a.elector.subscribe();
+    let control = a.control.clone();
+    let term = a
+        .elector
+        .lead(|_, _| async move {
+            control.set(Fault::Fail(BackendError::Transient("down".into())));
+        })
+        .await
+        .unwrap();
+    assert!(matches!(term.end, TermEnd::ReleaseUnconfirmed(_)), "{:?}", term.end);
+    let lost: Vec<_> = drain(&mut events).into_iter().filter(|e| matches!(e, Event::Lost { .. })).collect();
+    assert!(
+        matches!(lost.as_slice(), [Event::Lost { reason: Some(LossReason::ReleaseUnconfirmed(_)), .. }]),
+        "{lost:?}"
+    );
+
+    a.control.set(Fault::None);
+    let timeline = Timeline::default();
+    let task = campaign(&a, &timeline, None);
+    while !a.elector.is_leader() {
+        advance(Duration::from_millis(10)).await;
+    }
+    task.abort();
+    advance(Duration::from_millis(10)).await;
+    let lost: Vec<_> = drain(&mut events).into_iter().filter(|e| matches!(e, Event::Lost { .. })).collect();
+    assert!(matches!(lost.as_slice(), [Event::Lost { reason: Some(LossReason::Abandoned), .. }]), "{lost:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_generation_is_reported_and_never_overwritten() {
+    for released in [false, true] {
+        let store = MemoryBackend::new();
+        let mut last = crate::testing::conformance::sample_record(u64::MAX, "last");
+        last.released = released;
+        let bytes = last.encode();
+        store.put_raw(bytes.clone());
+        let a = node(&store, "a", 1);
+        let mut events = a.elector.subscribe();
+        let timeline = Timeline::default();
+        let task = campaign(&a, &timeline, None);
+        advance(Duration::from_secs(120)).await;
+        assert!(timeline.terms().is_empty() && !a.elector.is_leader());
+        assert_eq!(store.raw().unwrap(), bytes, "the record was overwritten");
+        let reports = drain(&mut events)
+            .into_iter()
+            .filter(|e| matches!(e, Event::Error { error: BackendError::Corrupt { reason, .. } } if reason.to_string().contains("no successor")))
+            .count();
+        assert!(reports >= 10, "{reports} reports");
+        task.abort();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_with_an_absurd_ttl_is_reported_as_corrupt() {
+    let store = MemoryBackend::new();
+    let mut absurd = crate::testing::conformance::sample_record(3, "absurd");
+    absurd.ttl_ms = Some(u64::MAX);
+    store.put_raw(absurd.encode());
+    let a = node(&store, "a", 1);
+    let mut events = a.elector.subscribe();
+    let timeline = Timeline::default();
+    let task = campaign(&a, &timeline, None);
+    advance(TTL * 10).await;
+    assert!(timeline.terms().is_empty());
+    let reports = drain(&mut events)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Error { error: BackendError::Corrupt { .. } }))
+        .count();
+    assert!(reports >= 10, "the contender waited silently: {reports} reports");
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_go_record_without_a_ttl_is_waited_out_for_the_assumed_ttl() {
+    let store = MemoryBackend::new();
+    let go = br#"{"generation":12,"expires_at":"2000-01-01T00:00:00Z","owner":"go-host"}"#;
+    store.put_raw(&go[..]);
+    let a = node(&store, "a", 1); // TTL 3 s; the assumed TTL is 60 s
+    let timeline = Timeline::default();
+    let start = RealInstant::now();
+    let task = campaign(&a, &timeline, None);
+    advance(Duration::from_secs(59)).await;
+    assert!(timeline.terms().is_empty(), "took a Go holder's lease after its own TTL");
+    advance(Duration::from_secs(2)).await;
+    let (generation, started, _) = timeline.first_term_of("a").expect("took over after the assumed TTL");
+    assert_eq!(generation, Generation(13));
+    assert!(started - start >= Duration::from_secs(60));
+    task.abort();
+
+    let configured = node_with(&store, "b", 2, |builder| builder.assumed_ttl(Duration::from_secs(5)));
+    assert_eq!(configured.elector.inner.timing().assumed_ttl, Duration::from_secs(5));
+}
+
+#[test]
+fn absurd_durations_are_configuration_errors_not_panics() {
+    type Setter = fn(ElectorBuilder<MemoryBackend>, Duration) -> ElectorBuilder<MemoryBackend>;
+    let setters: [(&str, Setter); 8] = [
+        ("ttl", ElectorBuilder::ttl),
+        ("renew interval", ElectorBuilder::renew_interval),
+        ("poll interval", ElectorBuilder::poll_interval),
+        ("request timeout", ElectorBuilder::request_timeout),
+        ("stop margin", ElectorBuilder::stop_margin),
+        ("release timeout", ElectorBuilder::release_timeout),
+        ("lock-delay", ElectorBuilder::lock_delay),
+        ("assumed TTL", ElectorBuilder::assumed_ttl),
+    ];
+    for (name, set) in setters {
+        for absurd in [Duration::MAX, crate::lease::MAX_TTL + Duration::from_nanos(1)] {
+            let built = set(Elector::builder(MemoryBackend::new()).owner("a"), absurd).build();
+            let Err(ElectorError::Config(message)) = built else { panic!("{name} {absurd:?} was accepted") };
+            assert!(message.to_lowercase().contains(&name.to_lowercase()) || name == "poll interval", "{message}");
+        }
+    }
+}
+
+#[test]
+fn the_stop_margin_must_cover_the_timer_resolution() {
+    let build = |margin: Duration, clock: Option<Arc<dyn Clock>>| {
+        let mut builder = Elector::builder(MemoryBackend::new()).owner("a").stop_margin(margin).drift_bound(0.0);
+        if let Some(clock) = clock {
+            builder = builder.clock(clock);
+        }
+        builder.build().map(|_| ())
+    };
+    let Err(ElectorError::Config(message)) = build(Duration::ZERO, None) else { panic!("a zero margin was accepted") };
+    assert!(message.contains("timer resolution"), "{message}");
+    assert!(build(Duration::from_millis(1), None).is_ok());
+
+    /// A clock that fires timers on 10 ms ticks, as a simulator does.
+    #[derive(Debug)]
+    struct Coarse(SystemClock);
+    impl Clock for Coarse {
+        fn wall(&self) -> SystemTime {
+            self.0.wall()
+        }
+        fn now(&self) -> Instant {
+            self.0.now()
+        }
+        fn sleep_until(&self, deadline: Instant) -> crate::clock::Sleep {
+            self.0.sleep_until(deadline)
+        }
+        fn timer_resolution(&self) -> Duration {
+            Duration::from_millis(10)
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let _entered = runtime.enter();
+    let coarse: Arc<dyn Clock> = Arc::new(Coarse(SystemClock::new()));
+    assert!(build(Duration::from_millis(5), Some(coarse.clone())).is_err());
+    assert!(build(Duration::from_millis(10), Some(coarse)).is_ok());
 }

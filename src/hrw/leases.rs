@@ -55,7 +55,7 @@ pub enum KeyLeaseError {
 /// let leases = StaticLeases::new("r1");
 /// let lease = leases.acquire("orders/42").await.unwrap();
 /// assert_eq!(lease.owner, "r1");
-/// assert_eq!(lease.round, Round::ZERO.next());
+/// assert_eq!(lease.round.get(), 1);
 /// # });
 /// ```
 pub trait Leases: Send + Sync {
@@ -82,7 +82,7 @@ impl Leases for StaticLeases {
             key: key.to_owned(),
             owner: self.owner.clone(),
             // The first round after "never leased".
-            round: Round::ZERO.next(),
+            round: crate::lease::Generation(1),
         }))
     }
 }

@@ -491,7 +491,7 @@ async fn membership_failures_fail_closed() {
 #[tokio::test]
 async fn static_leases_are_round_one() {
     let lease = StaticLeases::new("solo").acquire("orders/42").await.unwrap();
-    assert_eq!(lease, KeyLease { key: "orders/42".into(), owner: "solo".into(), round: Round::ZERO.next() });
+    assert_eq!(lease, KeyLease { key: "orders/42".into(), owner: "solo".into(), round: Round::ZERO.next().unwrap() });
     assert_eq!(lease.round.get(), 1);
     let error = KeyLeaseError::Held { key: "k".into(), holder: "r2".into() };
     assert!(error.to_string().contains("r2"));

@@ -109,3 +109,31 @@ fn reset_repairs_a_corrupt_record() {
     let stored = runtime.block_on(backend.read()).unwrap();
     assert_eq!((stored.record.generation, stored.record.released), (Generation(7), true));
 }
+
+#[test]
+fn reset_refuses_a_floor_that_leaves_no_room_before_touching_the_store() {
+    // Nothing listens on port 1: the refusal must come before any request.
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["lease", "reset", "--generation-floor", &u64::MAX.to_string()])
+        .args(["--endpoint", "http://127.0.0.1:1", "--bucket", "b", "--key", "k", "--path-style"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("leaves no room") && stderr.contains("lower --generation-floor"), "{stderr}");
+}
+
+#[test]
+fn reset_refuses_to_keep_an_exhausted_generation() {
+    let Some(target) = target() else { return };
+    let runtime = runtime();
+    let backend = target.backend();
+    let mut exhausted = sample_record(u64::MAX, "exhausted");
+    exhausted.released = true;
+    runtime.block_on(backend.write(None, &exhausted)).unwrap();
+    let output = target.lease(&["reset", "--generation-floor", "5"]);
+    assert!(!output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("new key"), "{output:?}");
+    let stored = runtime.block_on(backend.read()).unwrap();
+    assert_eq!(stored.record.generation, Generation::MAX, "nothing was overwritten");
+}
