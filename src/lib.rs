@@ -67,5 +67,5 @@ pub mod s3;
 pub mod testing;
 
 pub use backend::{Backend, BackendError};
-pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease};
+pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, WorkGuard};
 pub use lease::Generation;

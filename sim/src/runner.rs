@@ -354,6 +354,12 @@ pub fn validate(world: &World) -> Result<(), SimError> {
         if node.clock.drift_ppb.unsigned_abs() >= 100_000_000 {
             return invalid(field("clock.drift_ppb"), "must be within ±100000000 (10 %)".into());
         }
+        // Timers fire up to one tick late, and the stop margin is what
+        // absorbs that; the elector's builder refuses less.
+        if node.elector.stop_margin_ms.is_some_and(|margin| margin < world.tick_ms.max(1)) {
+            let message = format!("must be at least the tick, {} ms: timers fire up to one tick late", world.tick_ms);
+            return invalid(field("elector.stop_margin_ms"), message);
+        }
     }
     let host = |name: &str| name == S3_HOST || name == LEADER || names.contains(name);
     for scheduled in &world.schedule {

@@ -536,6 +536,14 @@ mod tests {
     }
 
     #[test]
+    fn a_stop_margin_shorter_than_the_tick_is_refused() {
+        let err = error(&format!("{MINIMAL}\n[nodes.elector]\nstop_margin_ms = 5\n"));
+        assert_eq!((err.line, err.field.as_str()), (9, "nodes[0].elector.stop_margin_ms"), "{err}");
+        assert!(err.message.contains("tick"), "{err}");
+        assert!(Scenario::parse("s.toml", &format!("{MINIMAL}\n[nodes.elector]\nstop_margin_ms = 10\n")).is_ok());
+    }
+
+    #[test]
     fn a_scenario_survives_a_round_trip_through_toml() {
         let mut scenario = Scenario::parse("s.toml", MINIMAL).unwrap();
         scenario.expect = Expect::Findings(vec![Finding::Violation(Property::NoBeliefOverlap)]);

@@ -214,7 +214,8 @@ impl Core {
                 // last holder may have renewed after our last read and be
                 // inside its term still, so its TTL is waited out from the
                 // arrival of this answer, like any other version's.
-                if !self.watch.as_ref().is_some_and(|watch| watch.version.is_none()) {
+                let already_timing_missing = self.watch.as_ref().is_some_and(|watch| watch.version.is_none());
+                if !already_timing_missing {
                     let ttl = last_ttl.max(self.timing.ttl);
                     self.watch = Some(Watch { version: None, since: arrived, ttl });
                 }

@@ -336,18 +336,40 @@ async fn a_write_whose_reply_is_lost_is_resolved_by_its_nonce() {
     task.abort();
 }
 
-#[tokio::test(start_paused = true)]
-async fn lock_delay_holds_back_the_work_after_an_involuntary_takeover() {
+/// A leader `a` and a contender `b` with a lock-delay; `a` has just crashed.
+struct Takeover {
+    store: MemoryBackend,
+    b: Node,
+    timeline: Timeline,
+    task_b: JoinHandle<Option<Term<()>>>,
+    crashed_at: RealInstant,
+}
+
+async fn crash_the_leader(lock_delay: Duration) -> Takeover {
     let store = MemoryBackend::new();
     let a = node(&store, "a", 1);
-    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(2)));
+    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(lock_delay));
     let timeline = Timeline::default();
     let task_a = campaign(&a, &timeline, None);
     advance(Duration::from_millis(10)).await;
-    let _task_b = campaign(&b, &timeline, None);
+    let task_b = campaign(&b, &timeline, None);
     advance(Duration::from_secs(1)).await;
     crash(&a, &task_a);
-    let crashed_at = RealInstant::now();
+    Takeover { store, b, timeline, task_b, crashed_at: RealInstant::now() }
+}
+
+impl Takeover {
+    /// Waits, in 10 ms steps, until `b` has written its takeover record.
+    async fn until_b_took_over(&self) {
+        while stored_record(&self.store).owner != "b" {
+            advance(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lock_delay_holds_back_the_work_after_an_involuntary_takeover() {
+    let Takeover { timeline, crashed_at, .. } = crash_the_leader(Duration::from_secs(2)).await;
     advance(Duration::from_secs(10)).await;
     let (_, b_start, _) = timeline.first_term_of("b").unwrap();
     assert!(b_start - crashed_at >= TTL - Duration::from_secs(1) + Duration::from_secs(2));
@@ -568,22 +590,12 @@ fn stored_record(store: &MemoryBackend) -> LeaseRecord {
 #[tokio::test(start_paused = true)]
 async fn a_term_lost_during_its_lock_delay_never_starts() {
     // A lock-delay longer than the TTL, as Consul's default of 15 s is.
-    let store = MemoryBackend::new();
-    let a = node(&store, "a", 1);
-    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(5)));
-    let mut b_events = b.elector.subscribe();
-    let timeline = Timeline::default();
-    let task_a = campaign(&a, &timeline, None);
-    advance(Duration::from_millis(10)).await;
-    let task_b = campaign(&b, &timeline, None);
-    advance(Duration::from_secs(1)).await;
-    crash(&a, &task_a);
-
+    let takeover = crash_the_leader(Duration::from_secs(5)).await;
+    let mut b_events = takeover.b.elector.subscribe();
     // b takes over involuntarily and starts its lock-delay; then the store
     // stops answering it, so its lease runs out inside the delay.
-    while stored_record(&store).owner != "b" {
-        advance(Duration::from_millis(10)).await;
-    }
+    takeover.until_b_took_over().await;
+    let Takeover { b, timeline, task_b, .. } = takeover;
     b.control.set(Fault::Hang);
     for _ in 0..1000 {
         advance(Duration::from_millis(10)).await;
@@ -598,18 +610,9 @@ async fn a_term_lost_during_its_lock_delay_never_starts() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stop_during_the_lock_delay_waits_it_out_and_releases_without_starting() {
-    let store = MemoryBackend::new();
-    let a = node(&store, "a", 1);
-    let b = node_with(&store, "b", 2, |builder| builder.lock_delay(Duration::from_secs(5)));
-    let timeline = Timeline::default();
-    let task_a = campaign(&a, &timeline, None);
-    advance(Duration::from_millis(10)).await;
-    let task_b = campaign(&b, &timeline, None);
-    advance(Duration::from_secs(1)).await;
-    crash(&a, &task_a);
-    while stored_record(&store).owner != "b" {
-        advance(Duration::from_millis(10)).await;
-    }
+    let takeover = crash_the_leader(Duration::from_secs(5)).await;
+    takeover.until_b_took_over().await;
+    let Takeover { store, b, timeline, task_b, .. } = takeover;
     let took_over = RealInstant::now();
     b.elector.stop();
     advance(Duration::from_secs(1)).await;
@@ -740,10 +743,11 @@ async fn every_release_attempt_writes_fresh_bytes_and_a_late_landing_counts() {
     let leader = a.clone();
     let task = tokio::spawn(async move { leader.lead(|_, _| async {}).await });
     // The create passes. The first release attempt's reply is lost and it
-    // lands late, after the second attempt was refused and read back.
+    // lands late: after the second attempt was refused and read back, just
+    // before the last look.
     store.script().writes.extend([
         WriteStep::Pass,
-        WriteStep::LandBeforeOp(3),
+        WriteStep::LandBeforeOp(4),
         WriteStep::Fail(BackendError::Transient("scripted".into())),
     ]);
     let term = task.await.unwrap().unwrap();
