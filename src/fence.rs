@@ -81,4 +81,42 @@ mod tests {
         fence.check(Generation(7)).unwrap();
         assert_eq!(fence.highest(), Generation(7));
     }
+
+    #[test]
+    fn concurrent_checks_never_let_the_bar_go_down() {
+        // Eight threads present pseudo-random tokens at once. Whatever the
+        // interleaving: every refusal names a bar above the token refused,
+        // each thread sees the bar only rise, and the final bar is the
+        // highest token presented.
+        let fence = std::sync::Arc::new(Fence::new());
+        let threads: Vec<_> = (0..8u64)
+            .map(|thread| {
+                let fence = fence.clone();
+                std::thread::spawn(move || {
+                    let mut state = thread.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                    let (mut highest_presented, mut last_bar) = (0, 0);
+                    for _ in 0..20_000 {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        let token = state % 100_000;
+                        highest_presented = highest_presented.max(token);
+                        match fence.check(Generation(token)) {
+                            Ok(()) => assert!(token >= last_bar, "accepted {token} below a bar of {last_bar}"),
+                            Err(stale) => {
+                                assert_eq!(stale.presented, Generation(token));
+                                assert!(stale.highest.get() > token, "refused {token} at a bar of {}", stale.highest);
+                            }
+                        }
+                        let bar = fence.highest().get();
+                        assert!(bar >= last_bar && bar >= token.min(bar), "the bar went down to {bar}");
+                        last_bar = bar;
+                    }
+                    highest_presented
+                })
+            })
+            .collect();
+        let highest = threads.into_iter().map(|thread| thread.join().unwrap()).max().unwrap();
+        assert_eq!(fence.highest(), Generation(highest));
+    }
 }

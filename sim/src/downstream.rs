@@ -1,11 +1,17 @@
 //! The fenced downstream resource the leaders write to.
 //!
-//! It stands for whatever the elected writer guards: it remembers the
-//! highest generation it has accepted and rejects lower ones, atomically
-//! with the write (one mutex), as the library's docs tell users to do.
+//! It stands for whatever the elected writer guards, and it guards itself
+//! the way the library tells users to: with [`hoplock::fence::Fence`], the
+//! token check and the write done as one step (nothing awaits in between,
+//! and the simulation runs on one thread). Because the production check is
+//! the one in use, a bug in it shows up here as a token going down, which
+//! the monotone-fencing checker reads in the order the resource stored the
+//! writes.
 
-use std::cell::Cell;
 use std::rc::Rc;
+
+use hoplock::Generation;
+use hoplock::fence::Fence;
 
 use crate::history::{Event, History};
 
@@ -13,18 +19,15 @@ use crate::history::{Event, History};
 /// the highest it has seen.
 #[derive(Clone, Debug, Default)]
 pub struct Downstream {
-    highest: Rc<Cell<u64>>,
+    fence: Rc<Fence>,
 }
 
 impl Downstream {
     /// Writes on behalf of `node` with fencing token `generation`, records
     /// the outcome, and returns whether it was accepted.
     pub fn write(&self, history: &History, node: &str, generation: u64) -> bool {
-        let highest_before = self.highest.get();
-        let accepted = generation >= highest_before;
-        if accepted {
-            self.highest.set(generation);
-        }
+        let highest_before = self.fence.highest().get();
+        let accepted = self.fence.check(Generation(generation)).is_ok();
         history.record_now(node, Event::Downstream { generation, accepted, highest_before });
         accepted
     }

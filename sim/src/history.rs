@@ -37,6 +37,9 @@ pub enum Event {
     Stepped { generation: u64, reason: String },
     /// Non-fatal trouble the elector reported.
     ElectorError { message: String },
+    /// The node's campaign ended with an error: it will not lead again in
+    /// this process.
+    CampaignEnded { message: String },
     /// A write reached the fenced downstream resource.
     Downstream { generation: u64, accepted: bool, highest_before: u64 },
     /// The fake S3 handled a request on the lease key.
@@ -50,7 +53,7 @@ pub enum Event {
 /// A request to the fake S3, from invocation to its outcome.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StoreOp {
-    /// The node that sent it, if known.
+    /// The node process that sent it, as `node#incarnation`, if known.
     pub client: Option<String>,
     /// `read`, `create`, `update`, `put`, `delete`.
     pub op: String,

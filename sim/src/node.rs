@@ -93,7 +93,8 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     // must not be longer, or a read's retries would outlive it.
     config.request_timeout = request_timeout;
     config.operation_deadline = request_timeout;
-    let transport = Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")));
+    let transport =
+        Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
 
     let mut builder = Elector::builder(backend)
@@ -158,11 +159,11 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         // A term that fails to start (the store is unusable) ends the
         // campaign; the history shows why.
         if let Err(err) = elector.lead(|ctx, lease| workload.run(ctx, lease)).await {
-            let message = match err {
-                hoplock::ElectorError::Stopped => "stopped".to_string(),
-                err => format!("campaign ended: {err}"),
+            let event = match err {
+                hoplock::ElectorError::Stopped => Event::ElectorError { message: "stopped".into() },
+                err => Event::CampaignEnded { message: err.to_string() },
             };
-            context.history.record_now(&name, Event::ElectorError { message });
+            context.history.record_now(&name, event);
             std::future::pending::<()>().await;
         }
     }

@@ -156,6 +156,9 @@ pub enum Finding {
     /// A leader's writes arrived after its term and the fence rejected
     /// every one of them.
     StaleWritesRejected,
+    /// An older term's writes were accepted after a newer term began,
+    /// because it had not written yet. Reported, never a violation.
+    StaleWritesAccepted,
 }
 
 impl Finding {
@@ -164,6 +167,7 @@ impl Finding {
         match self {
             Finding::Violation(property) => property.name(),
             Finding::StaleWritesRejected => "stale-writes-rejected",
+            Finding::StaleWritesAccepted => "stale-writes-accepted",
         }
     }
 
@@ -172,6 +176,7 @@ impl Finding {
         match self {
             Finding::Violation(property) => property.summary(),
             Finding::StaleWritesRejected => "stale writes, all rejected by the fence",
+            Finding::StaleWritesAccepted => "stale writes accepted before the newer term wrote",
         }
     }
 
@@ -179,6 +184,7 @@ impl Finding {
     pub fn all() -> Vec<Finding> {
         let mut all: Vec<Finding> = Property::ALL.into_iter().map(Finding::Violation).collect();
         all.push(Finding::StaleWritesRejected);
+        all.push(Finding::StaleWritesAccepted);
         all
     }
 
@@ -380,6 +386,9 @@ pub fn findings(report: &Report) -> BTreeSet<Finding> {
         report.violations.iter().map(|violation| Finding::Violation(violation.property)).collect();
     if report.stats.stale_writes_rejected > 0 {
         findings.insert(Finding::StaleWritesRejected);
+    }
+    if report.stats.stale_writes_accepted > 0 {
+        findings.insert(Finding::StaleWritesAccepted);
     }
     findings
 }

@@ -20,17 +20,28 @@ use hyper_util::rt::TokioIo;
 #[derive(Debug, Clone)]
 pub struct SimTransport {
     address: String,
+    client: Option<http::HeaderValue>,
 }
 
 impl SimTransport {
     /// A transport to `address` (`host:port`, resolved by turmoil).
     pub fn new(address: impl Into<String>) -> SimTransport {
-        SimTransport { address: address.into() }
+        SimTransport { address: address.into(), client: None }
+    }
+
+    /// Names the sender of every request (`node#incarnation`) in a header
+    /// the fake S3 reports, so the store's history says who wrote what.
+    pub fn with_client(mut self, client: &str) -> SimTransport {
+        self.client = http::HeaderValue::from_str(client).ok();
+        self
     }
 }
 
 impl HttpTransport for SimTransport {
-    fn send(&self, request: http::Request<Bytes>) -> ResponseFuture<'_> {
+    fn send(&self, mut request: http::Request<Bytes>) -> ResponseFuture<'_> {
+        if let Some(client) = &self.client {
+            request.headers_mut().insert(crate::fake_s3::CLIENT_HEADER, client.clone());
+        }
         Box::pin(async move {
             let io = |message: String| TransportError::new(TransportErrorKind::Io, message);
             let stream = turmoil::net::TcpStream::connect(self.address.as_str()).await.map_err(|err| {

@@ -120,6 +120,9 @@ pub struct Event {
     /// The body written (write) or returned (read), when the request was
     /// applied: the simulator reads the lease generation from it.
     pub body: Option<Bytes>,
+    /// Who sent it: the `sim-client` header the simulator's transport adds
+    /// (`node#incarnation`), absent for other clients.
+    pub client: Option<String>,
     /// When the request reached the front end.
     pub started: Instant,
     /// When it read or changed the store, if it did.
@@ -437,6 +440,10 @@ impl Drop for InFlight {
     }
 }
 
+/// The header the simulator's transport names its node process in. It is
+/// not signed (it is no `x-amz-` header), so it changes nothing S3 checks.
+pub const CLIENT_HEADER: &str = "sim-client";
+
 /// The parts of an object request the handler works from.
 struct ObjectRequest {
     op: OpKind,
@@ -449,6 +456,7 @@ struct ObjectRequest {
     sequence: u64,
     if_match: Option<String>,
     if_none_match: Option<String>,
+    client: Option<String>,
 }
 
 /// The result of applying an object request.
@@ -555,6 +563,7 @@ impl FakeS3 {
             sequence,
             if_match: header(request.headers(), "if-match"),
             if_none_match: header(request.headers(), "if-none-match"),
+            client: header(request.headers(), CLIENT_HEADER),
         };
         self.object_request(object_request, request).await
     }
@@ -985,6 +994,7 @@ impl FakeS3 {
             outcome,
             etag,
             body,
+            client: req.client.clone(),
             started: req.started,
             applied_at,
             ended,

@@ -63,5 +63,5 @@ pub mod server;
 pub mod store;
 
 pub use faults::{Faults, Latency, OpFaults, OpKind};
-pub use http::{BuildError, Event, FakeS3, FakeS3Builder, Observer, Outcome, Reply};
+pub use http::{BuildError, CLIENT_HEADER, Event, FakeS3, FakeS3Builder, Observer, Outcome, Reply};
 pub use mode::{ParseModeError, ProviderMode};

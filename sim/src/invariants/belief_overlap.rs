@@ -7,21 +7,23 @@
 //! a belief overlap either; the fence must reject those writes, which
 //! [`super::monotone_fencing`] checks.
 //!
-//! Only a violation while every clock's drift stays within the configured
-//! bound: beyond it, the safety argument does not hold and never claimed to.
+//! The safety argument covers a holder H and a contender C only while C's
+//! clock runs no faster against H's than H's own drift bound allows:
+//! r_C / r_H ≤ (1+ρ_H)/(1−ρ_H), r being each clock's rate in local seconds
+//! per true second. Each overlapping pair is judged on its own; pairs
+//! outside that bound are skipped and counted ([`unchecked_pairs`]), and one
+//! node far off its bound does not switch the check off for the others.
 
 use super::{Context, Property, Term, Violation, terms};
 use crate::history::Entry;
 
-/// Reports every pair of terms on different nodes that overlap in time.
+/// Reports every pair of terms on different nodes that overlap in time,
+/// where the clocks involved are within the holder's drift bound.
 pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
-    if !context.drift_within_bound {
-        return;
-    }
     let terms = terms(entries, context.end_us);
     for (i, a) in terms.iter().enumerate() {
         for b in &terms[i + 1..] {
-            if a.node == b.node {
+            if a.node == b.node || !covered(&a.node, &b.node, context) {
                 continue;
             }
             let overlap = overlap_us(a, b);
@@ -43,6 +45,33 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             }
         }
     }
+}
+
+/// Overlapping pairs of terms that were not judged because the
+/// contender's clock ran faster against the holder's than the holder's
+/// drift bound allows.
+pub fn unchecked_pairs(entries: &[Entry], context: &Context) -> usize {
+    let terms = terms(entries, context.end_us);
+    let mut skipped = 0;
+    for (i, a) in terms.iter().enumerate() {
+        for b in &terms[i + 1..] {
+            if a.node != b.node && !covered(&a.node, &b.node, context) && overlap_us(a, b) > 0 {
+                skipped += 1;
+            }
+        }
+    }
+    skipped
+}
+
+/// Whether the safety argument covers `holder`'s term against `contender`:
+/// r_C / r_H ≤ (1+ρ_H)/(1−ρ_H). A node the context does not know keeps
+/// true time and claims no drift.
+fn covered(holder: &str, contender: &str, context: &Context) -> bool {
+    let facts = |name: &str| context.node(name).map_or((1.0, 0.0), |facts| (facts.rate, facts.drift_bound));
+    let (holder_rate, rho) = facts(holder);
+    let (contender_rate, _) = facts(contender);
+    // A hair of slack for floating point at exactly the bound.
+    contender_rate / holder_rate <= (1.0 + rho) / (1.0 - rho) * (1.0 + 1e-12)
 }
 
 /// How long two terms were both believed, not counting pauses.
@@ -80,7 +109,11 @@ mod tests {
     use crate::invariants::test_support::at;
 
     fn context() -> Context {
-        Context { drift_within_bound: true, end_us: 100_000_000, ..Context::default() }
+        Context { end_us: 100_000_000, ..Context::default() }
+    }
+
+    fn node(name: &str, drift: f64, bound: f64) -> crate::invariants::NodeFacts {
+        crate::invariants::NodeFacts { name: name.into(), rate: 1.0 + drift, drift_bound: bound, ..Default::default() }
     }
 
     fn stepped(generation: u64) -> Event {
@@ -132,10 +165,32 @@ mod tests {
     }
 
     #[test]
-    fn beyond_the_drift_bound_nothing_is_claimed() {
+    fn beyond_the_holders_drift_bound_the_pair_is_skipped_and_counted() {
         let history = [at(0, "a", Event::Acquired { generation: 1 }), at(1, "b", Event::Acquired { generation: 2 })];
+        // b's clock runs 5 % fast; a allows 0.1 %.
+        let context = Context { facts: vec![node("a", 0.0, 1e-3), node("b", 0.05, 1e-3)], ..context() };
         let mut found = Vec::new();
-        check(&history, &Context { drift_within_bound: false, ..context() }, &mut found);
+        check(&history, &context, &mut found);
         assert!(found.is_empty());
+        assert_eq!(unchecked_pairs(&history, &context), 1);
+        // A contender whose clock runs slow is no threat to the argument.
+        let context = Context { facts: vec![node("a", 0.0, 1e-3), node("b", -0.05, 1e-3)], ..context };
+        check(&history, &context, &mut found);
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn one_node_off_its_bound_does_not_switch_the_check_off_for_the_others() {
+        // x runs 5 % fast and never leads; a and b, both within bound,
+        // overlap. The old run-wide gate passed this history.
+        let history = [
+            at(0, "a", Event::Acquired { generation: 1 }),
+            at(5, "b", Event::Acquired { generation: 2 }),
+            at(9, "a", stepped(1)),
+        ];
+        let facts = vec![node("a", 1e-3, 1e-3), node("b", -1e-3, 1e-3), node("x", 0.05, 1e-3)];
+        let mut found = Vec::new();
+        check(&history, &Context { facts, ..context() }, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 }

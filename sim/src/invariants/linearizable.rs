@@ -9,8 +9,10 @@
 //! stale reads does not.
 //!
 //! The store's own view is used, so a dropped reply does not make an
-//! operation indeterminate here: the store knows what it did. Requests
-//! refused with 409, 500, 501 or 503 changed nothing and are left out.
+//! operation indeterminate here: the store knows what it did. Only a failed
+//! condition (412, or 404 for a conditional write on a missing key) says
+//! something about the state; every other refusal (403, 400, 409, 500, 501,
+//! 503, ...) changed nothing, promises nothing, and is left out.
 
 use std::collections::BTreeMap;
 
@@ -80,11 +82,11 @@ impl Versions {
 }
 
 fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Operation> {
-    // Refusals that change nothing and promise nothing about the state.
-    if matches!(op.status, Some(409 | 500 | 501 | 503)) && !op.applied {
-        return None;
-    }
-    if op.status.is_none() && !op.applied {
+    // A refusal is a statement about the state only when a condition
+    // failed; authentication, validation, throttling and server errors are
+    // not "condition false".
+    let condition_failed = matches!((op.op.as_str(), op.status), (_, Some(412)) | ("update" | "delete", Some(404)));
+    if !op.applied && !condition_failed && !(op.op == "read" && op.status == Some(404)) {
         return None;
     }
     let written = |versions: &mut Versions| match &op.written {
@@ -174,6 +176,29 @@ mod tests {
         ];
         let mut found = Vec::new();
         check(&stale, &mut found);
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn refusals_that_are_not_failed_conditions_say_nothing_about_the_state() {
+        // The key is missing throughout; a create refused for a bad
+        // signature (403) or a malformed request (400) does not mean it
+        // existed, and must not make this history look impossible.
+        for status in [403, 400] {
+            let history = [
+                op("read", None, None, None, 404, (0, 1)),
+                op("create", None, None, None, status, (2, 3)),
+                op("read", None, None, None, 404, (4, 5)),
+            ];
+            let mut found = Vec::new();
+            check(&history, &mut found);
+            assert!(found.is_empty(), "{status}: {found:?}");
+        }
+        // A failed condition still counts: a refused create on a key that
+        // never existed is impossible.
+        let history = [op("read", None, None, None, 404, (0, 1)), op("create", None, None, None, 412, (2, 3))];
+        let mut found = Vec::new();
+        check(&history, &mut found);
         assert_eq!(found.len(), 1);
     }
 

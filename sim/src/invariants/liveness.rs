@@ -76,7 +76,6 @@ mod tests {
 
     fn context() -> Context {
         Context {
-            drift_within_bound: true,
             takeover_bound_us: 7_000_000,
             handover_bound_us: 600_000,
             quiet_from_us: 10_000_000,

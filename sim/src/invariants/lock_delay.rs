@@ -3,7 +3,8 @@
 //!
 //! The takeover is the first applied write of a generation that replaced a
 //! live (not released) record. Its leader context must come no earlier than
-//! the lock-delay after the write reached the store, measured in true time:
+//! the lock-delay after the write committed in the store (not after its
+//! request arrived: a slow commit moves the takeover later), in true time:
 //! the node's clock may run fast, so the bound is the delay divided by its
 //! rate, less one tick for timer rounding.
 
@@ -32,8 +33,10 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         if let Some(generation) = op.generation {
             // Only a generation's first write can be a takeover; the rest
             // are its renewals.
+            // The entry's time is when the write committed, which may be
+            // well after it arrived: the old holder's term ran until then.
             if first.insert(generation) && live {
-                takeovers.insert(generation, op.invoked_us);
+                takeovers.insert(generation, entry.at_us);
             }
             live = !op.released;
         }
@@ -81,16 +84,18 @@ mod tests {
     }
 
     fn context() -> Context {
-        let facts = NodeFacts { name: "b".into(), lock_delay_us: 2_000_000, rate: 1.0 };
+        let facts = NodeFacts { name: "b".into(), lock_delay_us: 2_000_000, rate: 1.0, drift_bound: 1e-3 };
         Context { facts: vec![facts], tick_us: 10_000, ..Context::default() }
     }
 
     #[test]
     fn a_takeover_that_waits_passes_and_one_that_does_not_is_caught() {
-        let mut waited = vec![at(0, "s3", write(1, false)), at(9_000, "s3", write(2, false))];
-        // The write's invoked time is zero in these entries; the context
-        // comes 2.5 s after it.
-        waited.push(at(2_500, "b", Event::Acquired { generation: 2 }));
+        // The takeover commits at 0.5 s; the context comes 2 s after that.
+        let waited = [
+            at(0, "s3", write(1, false)),
+            at(500, "s3", write(2, false)),
+            at(2_500, "b", Event::Acquired { generation: 2 }),
+        ];
         let mut found = Vec::new();
         check(&waited, &context(), &mut found);
         assert!(found.is_empty(), "{found:?}");
@@ -103,6 +108,23 @@ mod tests {
         check(&eager, &context(), &mut found);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].property, Property::LockDelay);
+    }
+
+    #[test]
+    fn the_delay_counts_from_the_commit_not_from_the_request() {
+        // The takeover request arrives at 0 but commits only at 0.8 s; the
+        // old holder's term ran until the commit. Acting at 2.1 s is 2.1 s
+        // after the request and only 1.3 s after the commit.
+        let mut takeover = write(2, false);
+        if let Event::Store(op) = &mut takeover {
+            op.invoked_us = 0;
+        }
+        let entries =
+            [at(0, "s3", write(1, false)), at(800, "s3", takeover), at(2_100, "b", Event::Acquired { generation: 2 })];
+        let mut found = Vec::new();
+        check(&entries, &context(), &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("acted 1.300s"), "{}", found[0].detail);
     }
 
     #[test]

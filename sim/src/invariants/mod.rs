@@ -11,11 +11,14 @@ use serde::Serialize;
 
 use crate::history::{Entry, Event};
 
+pub mod action_skipped;
 pub mod belief_overlap;
+pub mod campaign_ended;
 pub mod linearizable;
 pub mod liveness;
 pub mod lock_delay;
 pub mod monotone_fencing;
+pub mod nobody_led;
 pub mod one_holder_per_generation;
 pub mod release_after_work;
 
@@ -38,6 +41,12 @@ pub enum Property {
     Liveness,
     /// The store's history is linearizable as a compare-and-swap register.
     Linearizable,
+    /// No vacuous pass: somebody led at some point in the run.
+    NobodyLed,
+    /// No vacuous pass: no elector's campaign ended with an error.
+    CampaignEnded,
+    /// No vacuous pass: every scheduled action was applied.
+    ActionSkipped,
 }
 
 impl Property {
@@ -51,7 +60,16 @@ impl Property {
             Property::ReleaseAfterWork => "release-after-work",
             Property::Liveness => "liveness",
             Property::Linearizable => "linearizable",
+            Property::NobodyLed => "nobody-led",
+            Property::CampaignEnded => "campaign-ended",
+            Property::ActionSkipped => "action-skipped",
         }
+    }
+
+    /// Whether breaking it means two writers or a token going down, as
+    /// opposed to a run that led too little or tested too little.
+    pub fn is_safety(self) -> bool {
+        !matches!(self, Property::Liveness | Property::NobodyLed | Property::CampaignEnded | Property::ActionSkipped)
     }
 
     /// What breaking it looks like, in words.
@@ -64,11 +82,14 @@ impl Property {
             Property::ReleaseAfterWork => "the lease was released while the work still wrote",
             Property::Liveness => "nobody led when someone should have",
             Property::Linearizable => "the store's history is not linearizable",
+            Property::NobodyLed => "nobody led in the whole run",
+            Property::CampaignEnded => "an elector's campaign ended with an error",
+            Property::ActionSkipped => "a scheduled action was skipped",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 7] = [
+    pub const ALL: [Property; 10] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -76,6 +97,9 @@ impl Property {
         Property::ReleaseAfterWork,
         Property::Liveness,
         Property::Linearizable,
+        Property::NobodyLed,
+        Property::CampaignEnded,
+        Property::ActionSkipped,
     ];
 }
 
@@ -118,9 +142,6 @@ impl fmt::Display for Violation {
 pub struct Context {
     /// Node names.
     pub nodes: Vec<String>,
-    /// Whether every node's drift is within its elector's bound; belief
-    /// overlap is only a violation then.
-    pub drift_within_bound: bool,
     /// The longest TTL·(1+ρ) + poll + lock-delay of any node, in µs.
     pub takeover_bound_us: u64,
     /// The longest poll interval plus a round trip, in µs.
@@ -155,6 +176,8 @@ pub struct NodeFacts {
     pub lock_delay_us: u64,
     /// Its clock's rate against true time (1 + drift).
     pub rate: f64,
+    /// ρ, the drift bound its elector is configured with.
+    pub drift_bound: f64,
 }
 
 /// Runs every checker.
@@ -167,6 +190,9 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     release_after_work::check(entries, &mut violations);
     liveness::check(entries, context, &mut violations);
     linearizable::check(entries, &mut violations);
+    nobody_led::check(entries, context, &mut violations);
+    campaign_ended::check(entries, &mut violations);
+    action_skipped::check(entries, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));
     violations
 }

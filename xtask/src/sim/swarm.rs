@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use hoplock_sim::clocks::ClockSpec;
 use hoplock_sim::fake_s3::{Faults, Latency, OpFaults, ProviderMode};
-use hoplock_sim::invariants::Property;
 use hoplock_sim::runner::{self, Report};
 use hoplock_sim::scenario::{self, Expect, Finding, Scenario};
 use hoplock_sim::world::{Action, ElectorSpec, LEADER, NetworkSpec, NodeSpec, S3Spec, Scheduled, WorkloadSpec, World};
@@ -142,7 +141,7 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
 fn safety_findings(report: &Report) -> Vec<Finding> {
     scenario::findings(report)
         .into_iter()
-        .filter(|finding| finding.is_violation() && *finding != Finding::Violation(Property::Liveness))
+        .filter(|finding| matches!(finding, Finding::Violation(property) if property.is_safety()))
         .collect()
 }
 

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{Named, Outcome};
+use hoplock_sim::scenario::Finding;
 
 /// Renders the table. Columns: scenario, seeds run, the expected outcome,
 /// the outcome, the violations found (with how many seeds showed each),
@@ -44,10 +45,22 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         let sim: f64 = outcome.reports.iter().map(|report| report.stats.simulated_secs).sum();
         let cpu: f64 = outcome.reports.iter().map(|report| report.stats.cpu_secs).sum();
         (total_sim, total_cpu, total_runs) = (total_sim + sim, total_cpu + cpu, total_runs + runs);
-        let stale = outcome.verdict.found.iter().find(|(finding, _)| !finding.is_violation());
         let mut outcome_text = if outcome.as_expected() { "as expected".to_string() } else { "UNEXPECTED".to_string() };
-        if let Some((_, seeds)) = stale {
-            outcome_text.push_str(&format!(" (stale writes fenced {}/{runs})", seeds.len()));
+        let reported: Vec<String> = outcome
+            .verdict
+            .found
+            .iter()
+            .filter_map(|(finding, seeds)| {
+                let label = match finding {
+                    Finding::StaleWritesRejected => "stale writes fenced",
+                    Finding::StaleWritesAccepted => "stale writes accepted",
+                    Finding::Violation(_) => return None,
+                };
+                Some(format!("{label} {}/{runs}", seeds.len()))
+            })
+            .collect();
+        if !reported.is_empty() {
+            outcome_text.push_str(&format!(" ({})", reported.join(", ")));
         }
         rows.push([
             named.name.clone(),
