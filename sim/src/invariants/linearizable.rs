@@ -85,8 +85,9 @@ fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Opera
     // A refusal is a statement about the state only when a condition
     // failed; authentication, validation, throttling and server errors are
     // not "condition false".
-    let condition_failed = matches!((op.op.as_str(), op.status), (_, Some(412)) | ("update" | "delete", Some(404)));
-    if !op.applied && !condition_failed && !(op.op == "read" && op.status == Some(404)) {
+    let says_something =
+        matches!((op.op.as_str(), op.status), (_, Some(412)) | ("update" | "delete" | "read", Some(404)));
+    if !op.applied && !says_something {
         return None;
     }
     let written = |versions: &mut Versions| match &op.written {
