@@ -6,7 +6,7 @@
 //! Everything random is drawn from the one seed, so a seed replays a run
 //! exactly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, SystemTime};
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::clocks::{ClockControl, ClockSpec, SimClock};
 use crate::downstream::Downstream;
-use crate::fake_s3::{self, FakeS3, Faults, OpKind, Outcome};
+use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
 use crate::history::{Entry, Event, History, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
@@ -68,6 +68,9 @@ pub struct Stats {
     /// Writes the downstream accepted from an older term after a newer one
     /// had begun (before it wrote): what fencing alone let through.
     pub stale_writes_accepted: usize,
+    /// Liveness windows judged, and skipped as too short for their bound
+    /// or with nobody able to contend.
+    pub liveness_windows: invariants::liveness::Windows,
     /// Overlapping terms not judged for belief overlap because the
     /// contender's clock ran faster than the holder's drift bound allows.
     pub overlap_pairs_unchecked: usize,
@@ -163,6 +166,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let mut resumes: Vec<(Duration, String)> = Vec::new();
     let mut fault_counts: BTreeMap<String, usize> = BTreeMap::new();
     let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
+    // Who can contend, as the schedule changes it; the liveness checker's
+    // windows.
+    let mut reach = Reach::default();
+    let mut contention = vec![(0, world.node_names())];
 
     while sim.elapsed() < duration {
         let now = sim.elapsed();
@@ -186,6 +193,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                 scheduled.action.clone()
             };
             apply(&mut sim, &action, &hosts, &controls, &mut resumes, now, &history);
+            reach.apply(&action, now);
             *fault_counts.entry(action.verb()).or_default() += 1;
         }
         resumes.retain(|(at, node)| {
@@ -197,6 +205,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             }
             false
         });
+        let contenders = reach.contenders(&world.node_names(), now);
+        if contention.last().is_none_or(|(_, last)| *last != contenders) {
+            contention.push((now.as_micros() as u64, contenders));
+        }
         sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
@@ -223,10 +235,63 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // Store events are collected after each tick; order everything by time,
     // keeping the recording order between equal times.
     entries.sort_by_key(|entry| entry.at_us);
-    let context = checker_context(world);
+    let context = Context { contention, ..checker_context(world) };
     let violations = invariants::check_all(&entries, &context);
     let stats = stats(world, &entries, &context, fault_counts, started.elapsed());
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
+}
+
+/// Who can contend for the lease, kept as the runner applies the schedule:
+/// a node contends while it runs (not crashed, stopped or paused) and
+/// reaches the store both ways.
+#[derive(Default)]
+struct Reach {
+    down: BTreeSet<String>,
+    paused_until: BTreeMap<String, Duration>,
+    /// Directed links that drop or hold messages: (from, to).
+    cut: BTreeSet<(String, String)>,
+}
+
+impl Reach {
+    fn apply(&mut self, action: &Action, now: Duration) {
+        let pair = |a: &str, b: &str| [(a.to_string(), b.to_string()), (b.to_string(), a.to_string())];
+        match action {
+            Action::Partition { a, b } | Action::Hold { a, b } => self.cut.extend(pair(a, b)),
+            Action::PartitionOneway { from, to } => {
+                self.cut.insert((from.clone(), to.clone()));
+            }
+            Action::Repair { a, b } | Action::Release { a, b } => {
+                for link in pair(a, b) {
+                    self.cut.remove(&link);
+                }
+            }
+            Action::Crash { node } | Action::Stop { node } => {
+                self.down.insert(node.clone());
+            }
+            Action::Restart { node } => {
+                self.down.remove(node);
+            }
+            Action::Pause { node, for_ms } => {
+                self.paused_until.insert(node.clone(), now + Duration::from_millis(*for_ms));
+            }
+            // The elector times everything on its monotonic clock.
+            Action::StepClock { .. } => {}
+        }
+    }
+
+    fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
+        let reaches = |node: &String| {
+            !self.cut.contains(&(node.clone(), S3_HOST.to_string()))
+                && !self.cut.contains(&(S3_HOST.to_string(), node.clone()))
+        };
+        nodes
+            .iter()
+            .filter(|node| !self.down.contains(*node))
+            .filter(|node| self.paused_until.get(*node).is_none_or(|until| *until <= now))
+            .filter(|node| reaches(node))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The runner's handles on each node, by name.
@@ -411,55 +476,52 @@ pub fn validate(world: &World) -> Result<(), SimError> {
 }
 
 fn checker_context(world: &World) -> Context {
-    let mut takeover_bound_us = 0;
+    let attempts = invariants::liveness::attempts(failure_probability(world));
     let mut handover_bound_us = 0;
+    let mut facts = Vec::new();
     for node in &world.nodes {
         let spec = &node.elector;
         let ttl = spec.ttl_ms as f64 * 1000.0;
         let poll = spec.poll_ms.map_or(ttl / 15.0, |ms| ms as f64 * 1000.0);
         let timeout = spec.request_timeout_ms.map_or(ttl / 6.0, |ms| ms as f64 * 1000.0);
-        // The slack: a read and a write that may each take up to the
-        // request timeout, plus a few ticks of turmoil's clock.
-        let slack = 2.0 * timeout + 5.0 * world.tick_ms as f64 * 1000.0;
-        let takeover = ttl * (1.0 + spec.drift_bound) + poll + spec.lock_delay_ms as f64 * 1000.0 + slack;
-        takeover_bound_us = takeover_bound_us.max(takeover as u64);
         let latency = 4.0 * (world.network.latency_max_ms + world.tick_ms) as f64 * 1000.0;
-        handover_bound_us = handover_bound_us.max((poll + latency + timeout) as u64);
+        // After a release: a poll, a round trip, and a read and a write that
+        // may each take up to the timeout for every attempt the store's
+        // failure rate calls for beyond the first.
+        let retries = f64::from(attempts.saturating_sub(1)) * (poll + 2.0 * timeout);
+        handover_bound_us = handover_bound_us.max((poll + latency + timeout + retries).min(u64::MAX as f64) as u64);
+        facts.push(invariants::NodeFacts {
+            name: node.name.clone(),
+            lock_delay_us: spec.lock_delay_ms * 1000,
+            rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
+            drift_bound: spec.drift_bound,
+            ttl_us: spec.ttl_ms * 1000,
+            attempt_us: (poll + 2.0 * timeout) as u64,
+        });
     }
-    let last_fault = world
-        .schedule
-        .iter()
-        .map(|s| match s.action {
-            Action::Pause { for_ms, .. } => s.at_ms.saturating_add(for_ms),
-            _ => s.at_ms,
-        })
-        .max()
-        .unwrap_or(0);
-    // Liveness after the faults stop only applies once they do: a store
-    // that keeps failing never lets them stop.
-    // A store that refuses conditional writes outright answers promptly and
-    // honestly too: nobody can lead on it, and liveness must say so.
-    let store_faults_stop = world.s3.faults == Faults::default() && world.s3.mode.is_safe();
-    let end_us = world.duration_ms.saturating_mul(1000);
     Context {
         nodes: world.node_names(),
-        takeover_bound_us,
         handover_bound_us,
-        quiet_from_us: if store_faults_stop { last_fault.saturating_mul(1000) } else { end_us },
-        store_reliable: store_faults_stop,
-        end_us,
-        facts: world
-            .nodes
-            .iter()
-            .map(|node| invariants::NodeFacts {
-                name: node.name.clone(),
-                lock_delay_us: node.elector.lock_delay_ms * 1000,
-                rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
-                drift_bound: node.elector.drift_bound,
-            })
-            .collect(),
+        contention: vec![(0, world.node_names())],
+        attempts,
+        end_us: world.duration_ms.saturating_mul(1000),
+        facts,
         tick_us: world.tick_ms * 1000,
     }
+}
+
+/// The chance that one request fails, for the liveness bound: the larger of
+/// the rates injected for reads and for writes, plus the chance that random
+/// message loss catches one of a request's messages (a link drops from when
+/// it fails until it is repaired, about loss / (loss + repair) of the time;
+/// a request and its connection take about six messages).
+fn failure_probability(world: &World) -> f64 {
+    let rate = |op: &fake_s3::OpFaults| op.error_500_rate + op.slow_down_503_rate + op.ambiguous_success_rate;
+    let store = rate(&world.s3.faults.read).max(rate(&world.s3.faults.write));
+    let (loss, repair) = (world.network.loss_rate, world.network.loss_repair_rate);
+    let down = if loss > 0.0 { loss / (loss + repair.max(1e-9)) } else { 0.0 };
+    let network = 1.0 - (1.0 - down).powi(6);
+    (store + network).min(1.0)
 }
 
 fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<String, usize>, cpu: Duration) -> Stats {
@@ -491,6 +553,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         faults,
         stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries),
         stale_writes_accepted: invariants::monotone_fencing::stale_writes_accepted(entries),
+        liveness_windows: invariants::liveness::windows(entries, context),
         overlap_pairs_unchecked: invariants::belief_overlap::unchecked_pairs(entries, context),
         leader_hours: leader_us as f64 / 3.6e9,
     }

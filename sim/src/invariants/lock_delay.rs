@@ -84,7 +84,13 @@ mod tests {
     }
 
     fn context() -> Context {
-        let facts = NodeFacts { name: "b".into(), lock_delay_us: 2_000_000, rate: 1.0, drift_bound: 1e-3 };
+        let facts = NodeFacts {
+            name: "b".into(),
+            lock_delay_us: 2_000_000,
+            rate: 1.0,
+            drift_bound: 1e-3,
+            ..NodeFacts::default()
+        };
         Context { facts: vec![facts], tick_us: 10_000, ..Context::default() }
     }
 

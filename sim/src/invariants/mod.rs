@@ -142,16 +142,16 @@ impl fmt::Display for Violation {
 pub struct Context {
     /// Node names.
     pub nodes: Vec<String>,
-    /// The longest TTL·(1+ρ) + poll + lock-delay of any node, in µs.
-    pub takeover_bound_us: u64,
-    /// The longest poll interval plus a round trip, in µs.
+    /// The longest poll interval plus a round trip (and the attempts the
+    /// store's failure rate calls for), in µs: the release handover bound.
     pub handover_bound_us: u64,
-    /// When the last fault was applied or healed, in µs.
-    pub quiet_from_us: u64,
-    /// Whether the store answers promptly and correctly throughout (no
-    /// injected errors, latency or broken mode); handover-time bounds only
-    /// hold then.
-    pub store_reliable: bool,
+    /// Who could contend from when: (µs, node names), from the start, one
+    /// entry per change as the runner applied the schedule. A node contends
+    /// while it runs and reaches the store both ways.
+    pub contention: Vec<(u64, Vec<String>)>,
+    /// k: read-and-write attempts a contender may need before one pair gets
+    /// through, given the store's failure rates (see [`liveness::attempts`]).
+    pub attempts: u32,
     /// When the run ended, in µs.
     pub end_us: u64,
     /// Per-node settings the checkers need.
@@ -164,6 +164,23 @@ impl Context {
     /// The settings of the node named `name`.
     pub fn node(&self, name: &str) -> Option<&NodeFacts> {
         self.facts.iter().find(|facts| facts.name == name)
+    }
+
+    /// The longest a window with these contenders may go without a leader.
+    /// A contender waits out the *holder's* TTL, and the last holder may be
+    /// any node, so: the longest TTL of any node, stretched by the fastest
+    /// contender clock's ρ, plus the slowest contender's lock-delay and k
+    /// attempts, plus five ticks of timer rounding.
+    pub fn takeover_bound_us(&self, contenders: &[String]) -> u64 {
+        let ttl_us = self.facts.iter().map(|facts| facts.ttl_us).max().unwrap_or(0);
+        let contending: Vec<&NodeFacts> = contenders.iter().filter_map(|name| self.node(name)).collect();
+        let rho = contending.iter().map(|facts| facts.drift_bound).fold(0.0, f64::max);
+        let acting = contending
+            .iter()
+            .map(|facts| facts.lock_delay_us.saturating_add(facts.attempt_us.saturating_mul(u64::from(self.attempts))))
+            .max()
+            .unwrap_or(0);
+        ((ttl_us as f64 * (1.0 + rho)).round() as u64).saturating_add(acting).saturating_add(5 * self.tick_us)
     }
 }
 
@@ -178,6 +195,10 @@ pub struct NodeFacts {
     pub rate: f64,
     /// ρ, the drift bound its elector is configured with.
     pub drift_bound: f64,
+    /// Its elector's TTL, in µs: what contenders wait out after its terms.
+    pub ttl_us: u64,
+    /// One read-and-write attempt: poll + 2 × request timeout, in µs.
+    pub attempt_us: u64,
 }
 
 /// Runs every checker.

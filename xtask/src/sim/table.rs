@@ -99,6 +99,16 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         total_cpu,
         if total_cpu > 0.0 { total_sim / total_cpu } else { 0.0 }
     );
+    // What the checkers could not judge, so a reader knows how much was.
+    let reports = || outcomes.iter().flat_map(|outcome| outcome.reports.iter());
+    let judged: usize = reports().map(|report| report.stats.liveness_windows.checked).sum();
+    let skipped: usize = reports().map(|report| report.stats.liveness_windows.skipped).sum();
+    let unchecked: usize = reports().map(|report| report.stats.overlap_pairs_unchecked).sum();
+    let _ = writeln!(
+        out,
+        "liveness windows judged {judged}, skipped {skipped} (shorter than their bound, or nobody could contend); \
+         overlapping pairs outside the drift bound {unchecked}"
+    );
     out
 }
 
