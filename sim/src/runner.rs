@@ -366,10 +366,12 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
     let (status, answered) = match &event.outcome {
         Outcome::Applied => (Some(200), true),
         Outcome::DroppedAfterApply => (None, false),
+        Outcome::AppliedThenFailed { status } => (Some(*status), true),
         Outcome::Refused { status, reply_dropped, .. } => (Some(*status), !reply_dropped),
     };
     match &event.outcome {
         Outcome::DroppedAfterApply => *faults.entry("ambiguous-success".into()).or_default() += 1,
+        Outcome::AppliedThenFailed { .. } => *faults.entry("applied-then-500".into()).or_default() += 1,
         Outcome::Refused { status: 500, .. } => *faults.entry("error-500".into()).or_default() += 1,
         Outcome::Refused { status: 503, .. } => *faults.entry("slow-down-503".into()).or_default() += 1,
         Outcome::Refused { status: 409, .. } => *faults.entry("conflict-409".into()).or_default() += 1,

@@ -101,9 +101,10 @@ impl Default for Faults {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OpFaults {
-    /// Time from receiving the request to answering it. Half of it passes
-    /// before the request is applied and half after, so concurrent requests
-    /// overlap the way they do over a real network.
+    /// Time from receiving the request to answering it. The request is
+    /// applied at a point drawn uniformly within it, so two concurrent
+    /// requests may commit in either order whatever order they arrived in,
+    /// as over a real network and a real store.
     pub latency: Latency,
     /// Fraction of requests answered `500 InternalError` without being
     /// applied.
@@ -114,6 +115,14 @@ pub struct OpFaults {
     /// condition holds) and then get no answer: the connection is closed
     /// instead, so the client cannot tell whether its write happened.
     pub ambiguous_success_rate: f64,
+    /// Fraction of requests that are handled (a write applied, if its
+    /// condition holds) and then answered `500 InternalError`: S3 does not
+    /// promise that a 500 changed nothing.
+    pub applied_error_500_rate: f64,
+    /// Fraction of requests that are handled and then never answered: the
+    /// connection stays open and silent until the client gives up at its
+    /// own timeout (a lost reply need not be a prompt close).
+    pub silent_reply_rate: f64,
 }
 
 /// A latency distribution, in whole milliseconds.
@@ -228,6 +237,8 @@ impl OpFaults {
             ("error_500_rate", self.error_500_rate),
             ("slow_down_503_rate", self.slow_down_503_rate),
             ("ambiguous_success_rate", self.ambiguous_success_rate),
+            ("applied_error_500_rate", self.applied_error_500_rate),
+            ("silent_reply_rate", self.silent_reply_rate),
         ] {
             if !(0.0..=1.0).contains(&value) {
                 return Err(FaultsError::Rate { op, field, value });
@@ -252,7 +263,13 @@ impl OpFaults {
         let slow_down = rng.chance(self.slow_down_503_rate);
         let error_500 = rng.chance(self.error_500_rate);
         let drop_reply = rng.chance(self.ambiguous_success_rate);
-        Draw { latency, slow_down, error_500, drop_reply }
+        let applied_error_500 = rng.chance(self.applied_error_500_rate);
+        let silent = rng.chance(self.silent_reply_rate);
+        // Whole milliseconds, like the latency: timers round up, and a
+        // fraction would stretch the request past its latency.
+        let commit_ms = (latency.as_millis() as f64 * unit(rng.next_u64())).floor() as u64;
+        let commit_at = Duration::from_millis(commit_ms).min(latency);
+        Draw { latency, commit_at, slow_down, error_500, drop_reply, applied_error_500, silent }
     }
 }
 
@@ -284,9 +301,13 @@ impl Latency {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Draw {
     pub(crate) latency: Duration,
+    /// When, within `latency`, the request reads or changes the store.
+    pub(crate) commit_at: Duration,
     pub(crate) slow_down: bool,
     pub(crate) error_500: bool,
     pub(crate) drop_reply: bool,
+    pub(crate) applied_error_500: bool,
+    pub(crate) silent: bool,
 }
 
 /// The fake S3's deterministic generator: SplitMix64, as the library's

@@ -49,6 +49,9 @@ pub enum Reply {
     /// Close the connection without answering: the request may have been
     /// applied, and the client cannot tell.
     DropConnection,
+    /// Never answer and keep the connection open: the client learns
+    /// nothing until its own timeout.
+    Silence,
 }
 
 impl Reply {
@@ -56,7 +59,7 @@ impl Reply {
     pub fn response(&self) -> Option<&Response<Bytes>> {
         match self {
             Reply::Respond(response) => Some(response),
-            Reply::DropConnection => None,
+            Reply::DropConnection | Reply::Silence => None,
         }
     }
 }
@@ -69,8 +72,15 @@ pub enum Outcome {
     /// a read returned a version.
     Applied,
     /// The request took effect, but its reply was dropped: the client sees
-    /// a broken connection.
+    /// a broken connection, or no answer at all.
     DroppedAfterApply,
+    /// The request took effect, and was answered with an error anyway
+    /// (`500 InternalError`): the client must not take the error as "not
+    /// applied".
+    AppliedThenFailed {
+        /// The HTTP status sent.
+        status: u16,
+    },
     /// Nothing changed; the server answered `status` with S3 error `code`
     /// (`NotModified` for a 304), or dropped that answer when
     /// `reply_dropped`.
@@ -87,7 +97,7 @@ pub enum Outcome {
 impl Outcome {
     /// Whether the request changed (or, for a read, observed) the store.
     pub fn applied(&self) -> bool {
-        matches!(self, Outcome::Applied | Outcome::DroppedAfterApply)
+        matches!(self, Outcome::Applied | Outcome::DroppedAfterApply | Outcome::AppliedThenFailed { .. })
     }
 }
 
@@ -582,10 +592,13 @@ impl FakeS3 {
             }
         };
         let draw = self.inner.faults.for_op(req.op).draw(&mut lock(&self.inner.rng));
-        let _in_flight =
-            (self.inner.faults.conflict_409_on_overlap && req.op.is_mutation() && conditions.is_conditional())
-                .then(|| self.register_in_flight(&req));
-        let before = draw.latency / 2;
+        // A provider that checks conditions without a lock has no overlap
+        // detector either: 409s would make it atomic and hide the races the
+        // mode exists to show.
+        let detects_overlap = self.inner.faults.conflict_409_on_overlap && self.inner.mode != ProviderMode::NonAtomic;
+        let _in_flight = (detects_overlap && req.op.is_mutation() && conditions.is_conditional())
+            .then(|| self.register_in_flight(&req));
+        let before = draw.commit_at;
         let mut after = draw.latency - before;
         self.sleep(before).await;
 
@@ -625,7 +638,13 @@ impl FakeS3 {
         }
 
         let ended = self.inner.clock.now();
+        let failed_anyway = applied.took_effect && draw.applied_error_500;
         let (response, code) = match applied.result {
+            Ok(_) if failed_anyway => {
+                let failure =
+                    S3Failure::new(500, "InternalError", "We encountered an internal error. Please try again.");
+                (self.error_response(failure, &req.resource, &req.request_id, req.head), "InternalError")
+            }
             Ok(response) if response.status() == StatusCode::NOT_MODIFIED => (response, "NotModified"),
             Ok(response) => (response, ""),
             Err(failure) => {
@@ -634,13 +653,21 @@ impl FakeS3 {
                 (response, code)
             }
         };
-        let outcome = match (applied.took_effect, draw.drop_reply) {
-            (true, false) => Outcome::Applied,
+        let unanswered = draw.drop_reply || draw.silent;
+        let outcome = match (applied.took_effect, unanswered) {
             (true, true) => Outcome::DroppedAfterApply,
+            (true, false) if failed_anyway => Outcome::AppliedThenFailed { status: response.status().as_u16() },
+            (true, false) => Outcome::Applied,
             (false, dropped) => refused(&response, code, dropped),
         };
         self.report(&req, outcome, applied.etag, applied.body, applied.applied_at, ended);
-        if draw.drop_reply { Reply::DropConnection } else { Reply::Respond(response) }
+        if draw.silent {
+            Reply::Silence
+        } else if draw.drop_reply {
+            Reply::DropConnection
+        } else {
+            Reply::Respond(response)
+        }
     }
 
     /// Authenticates an object request and works out the conditions the
@@ -1165,7 +1192,7 @@ mod tests {
     async fn send(s3: &FakeS3, request: Request<Bytes>) -> Response<Bytes> {
         match s3.handle(request).await {
             Reply::Respond(response) => response,
-            Reply::DropConnection => panic!("the reply was dropped"),
+            Reply::DropConnection | Reply::Silence => panic!("the reply was dropped"),
         }
     }
 
@@ -1405,8 +1432,45 @@ mod tests {
         assert_eq!(clock.now().saturating_duration_since(start), Duration::from_millis(200));
         let events = events.lock().unwrap();
         let event = &events[0];
-        assert_eq!(event.applied_at, Some(event.started + Duration::from_millis(100)));
+        let applied_at = event.applied_at.unwrap();
+        assert!(applied_at >= event.started && applied_at <= event.ended, "{event:?}");
         assert_eq!(event.ended, event.started + Duration::from_millis(200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_commit_point_is_drawn_within_the_latency_so_commits_can_reorder() {
+        // Two writes with a fixed 200 ms latency, the second arriving 50 ms
+        // after the first: with the commit at a fixed midpoint the first
+        // always commits first. Drawn commit points let some seeds commit
+        // the later arrival first.
+        let mut reordered = 0;
+        for seed in 0..40 {
+            let events = Arc::new(Mutex::new(Vec::new()));
+            let sink = events.clone();
+            let clock = clock();
+            let s3 = FakeS3::builder(clock.clone(), seed)
+                .faults(Faults::everywhere(OpFaults { latency: Latency::Fixed { ms: 200 }, ..OpFaults::default() }))
+                .credentials("AK", "SK")
+                .bucket("b")
+                .observer(move |event: &Event| sink.lock().unwrap().push(event.clone()))
+                .build()
+                .unwrap();
+            let first = send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "first"));
+            let second = async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "second")).await
+            };
+            tokio::join!(first, second);
+            let events = events.lock().unwrap();
+            let (a, b) = (
+                &events.iter().find(|e| e.body.as_deref() == Some(&b"first"[..])),
+                &events.iter().find(|e| e.body.as_deref() == Some(&b"second"[..])),
+            );
+            if b.unwrap().applied_at < a.unwrap().applied_at {
+                reordered += 1;
+            }
+        }
+        assert!(reordered > 0 && reordered < 40, "{reordered} of 40 reordered");
     }
 
     /// Two creates sent at the same instant, as racing electors would.
@@ -1434,9 +1498,21 @@ mod tests {
         assert_eq!(race(ProviderMode::NonAtomic, Faults::none()).await.1, [200, 200]);
         let mut conflict = faults;
         conflict.conflict_409_on_overlap = true;
-        let (s3, statuses) = race(ProviderMode::Honest, conflict).await;
+        let (s3, statuses) = race(ProviderMode::Honest, conflict.clone()).await;
         assert_eq!(statuses, [200, 409]);
         assert_eq!(s3.object("b", "k").unwrap().body(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn overlap_detection_does_not_make_a_non_atomic_provider_atomic() {
+        // With 409-on-overlap on, an honest store refuses the second racer;
+        // a non-atomic one has no such detector, and both still win.
+        let conflict = Faults {
+            write: OpFaults { latency: Latency::Fixed { ms: 10 }, ..OpFaults::default() },
+            conflict_409_on_overlap: true,
+            ..Faults::default()
+        };
+        assert_eq!(race(ProviderMode::NonAtomic, conflict).await.1, [200, 200]);
     }
 
     #[tokio::test(start_paused = true)]

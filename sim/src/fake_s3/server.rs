@@ -152,6 +152,11 @@ where
 }
 
 /// Reads the body and handles the request; `None` drops the reply.
+///
+/// A request whose body arrived whole is handled to the end in a task of
+/// its own, even if the client hangs up meanwhile: S3 commits a fully
+/// received PUT whether or not anyone waits for the answer. A request whose
+/// body did not arrive whole is never handled, so it never commits.
 async fn answer(s3: &FakeS3, request: http::Request<Incoming>) -> Option<http::Response<Bytes>> {
     let (parts, body) = request.into_parts();
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
@@ -162,8 +167,11 @@ async fn answer(s3: &FakeS3, request: http::Request<Incoming>) -> Option<http::R
         // The client went away mid-body: there is nobody to answer.
         Err(_) => return None,
     };
-    match s3.handle(http::Request::from_parts(parts, body)).await {
-        Reply::Respond(response) => Some(response),
-        Reply::DropConnection => None,
+    let handler = s3.clone();
+    let handled = tokio::spawn(async move { handler.handle(http::Request::from_parts(parts, body)).await });
+    match handled.await {
+        Ok(Reply::Respond(response)) => Some(response),
+        Ok(Reply::Silence) => std::future::pending().await,
+        Ok(Reply::DropConnection) | Err(_) => None,
     }
 }

@@ -397,3 +397,75 @@ fn the_server_runs_over_the_simulated_network() -> turmoil::Result {
     });
     sim.run()
 }
+
+/// A fake S3 whose writes have these faults, recording every event.
+async fn start_recording(write: OpFaults) -> (Running, Arc<Mutex<Vec<Event>>>) {
+    let events = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let sink = events.clone();
+    let faults = Faults { write, ..Faults::default() };
+    let server = start_with(
+        FakeS3::builder(Arc::new(SystemClock::new()), 5)
+            .faults(faults)
+            .observer(move |event| sink.lock().unwrap().push(event.clone())),
+    )
+    .await;
+    (server, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fully_received_write_commits_after_its_client_hung_up() {
+    // Each write takes 2 s and commits somewhere within them; the client
+    // gives up after 50 ms and closes its connection. S3 commits a PUT it
+    // has received whole whether or not anyone still waits for the answer.
+    let (server, events) =
+        start_recording(OpFaults { latency: Latency::Fixed { ms: 2_000 }, ..OpFaults::default() }).await;
+    for key in ["w0", "w1", "w2", "w3"] {
+        let mut config = S3Config::new(BUCKET, key);
+        config.endpoint = Some(server.endpoint());
+        config.addressing = Addressing::PathStyle;
+        config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
+        config.request_timeout = Duration::from_millis(50);
+        config.operation_deadline = Duration::from_millis(50);
+        let impatient = S3Backend::new(config).unwrap();
+        let err = impatient.write(None, &sample_record(1, key)).await.unwrap_err();
+        assert!(matches!(err, BackendError::Ambiguous(_)), "{err:?}");
+    }
+    pause(Duration::from_millis(2_500)).await;
+    for key in ["w0", "w1", "w2", "w3"] {
+        let stored = server.backend(key).read().await.unwrap_or_else(|err| panic!("{key} never committed: {err}"));
+        assert_eq!(stored.record, sample_record(1, key));
+    }
+    let events = events.lock().unwrap();
+    let late = events.iter().filter(|event| event.op == OpKind::Write).filter(|event| {
+        event.applied_at.is_some_and(|at| at.saturating_duration_since(event.started) > Duration::from_millis(50))
+    });
+    assert!(late.count() >= 1, "no write committed after its client had given up: {events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_may_have_applied() {
+    let (server, events) = start_recording(OpFaults { applied_error_500_rate: 1.0, ..OpFaults::default() }).await;
+    let backend = server.backend("lease.json");
+    let record = sample_record(1, "applied-500");
+    let err = backend.write(None, &record).await.unwrap_err();
+    // The backend never takes a 5xx on a write as "not applied".
+    assert!(matches!(err, BackendError::Ambiguous(ref m) if m.contains("500")), "{err:?}");
+    assert_eq!(backend.read().await.expect("the write was applied").record, record);
+    assert_eq!(events.lock().unwrap()[0].outcome, Outcome::AppliedThenFailed { status: 500 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_reply_can_be_one_that_never_comes() {
+    let (server, events) = start_recording(OpFaults { silent_reply_rate: 1.0, ..OpFaults::default() }).await;
+    let backend = server.backend("lease.json"); // 2 s request timeout
+    let record = sample_record(1, "silent");
+    let clock = SystemClock::new();
+    let sent = clock.now();
+    let err = backend.write(None, &record).await.unwrap_err();
+    let waited = clock.now().saturating_duration_since(sent);
+    assert!(matches!(err, BackendError::Ambiguous(_)), "{err:?}");
+    // Not a prompt close: the client heard nothing until its own timeout.
+    assert!(waited >= Duration::from_millis(1_900), "gave up after {waited:?}");
+    assert_eq!(backend.read().await.expect("the write was applied").record, record);
+    assert_eq!(events.lock().unwrap()[0].outcome, Outcome::DroppedAfterApply);
+}

@@ -234,16 +234,24 @@ fn node_strategy() -> impl Strategy<Value = NodeSpec> {
 }
 
 fn store_strategy() -> impl Strategy<Value = Faults> {
-    let op = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, prop::option::of(0u64..=1_500)).prop_map(
-        |(error_500_rate, slow_down_503_rate, ambiguous_success_rate, latency)| OpFaults {
-            latency: latency.map_or(Latency::None, |max_ms| Latency::Uniform { min_ms: 0, max_ms }),
-            error_500_rate,
-            slow_down_503_rate,
-            ambiguous_success_rate,
+    let rates = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.1);
+    let op = (rates, prop::option::of(0u64..=1_500)).prop_map(
+        |(
+            (error_500_rate, slow_down_503_rate, ambiguous_success_rate, applied_error_500_rate, silent_reply_rate),
+            latency,
+        )| {
+            OpFaults {
+                latency: latency.map_or(Latency::None, |max_ms| Latency::Uniform { min_ms: 0, max_ms }),
+                error_500_rate,
+                slow_down_503_rate,
+                ambiguous_success_rate,
+                applied_error_500_rate,
+                silent_reply_rate,
+            }
         },
     );
     (op.clone(), op, any::<bool>()).prop_map(|(read, write, conflict_409_on_overlap)| Faults {
-        read: OpFaults { ambiguous_success_rate: 0.0, ..read },
+        read: OpFaults { ambiguous_success_rate: 0.0, applied_error_500_rate: 0.0, silent_reply_rate: 0.0, ..read },
         write,
         conflict_409_on_overlap,
         ..Faults::default()
