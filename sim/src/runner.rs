@@ -138,7 +138,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     }
 
     let downstream = Downstream::default();
-    let mut controls = Controls::default();
+    let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
+    let mut controls = Controls { hosts, ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
         let pause = ClockControl::default();
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
@@ -162,10 +163,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let mut schedule = world.schedule.clone();
     schedule.sort_by_key(|scheduled| scheduled.at_ms);
     let mut schedule = schedule.into_iter().peekable();
-    // Pauses end by releasing the held links; (at, node).
-    let mut resumes: Vec<(Duration, String)> = Vec::new();
+    // Pauses end by releasing the links they held: (at, node, other hosts).
+    let mut resumes: Vec<(Duration, String, Vec<String>)> = Vec::new();
     let mut fault_counts: BTreeMap<String, usize> = BTreeMap::new();
-    let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
     // Who can contend, as the schedule changes it; the liveness checker's
     // windows.
     let mut reach = Reach::default();
@@ -192,15 +192,17 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             } else {
                 scheduled.action.clone()
             };
-            apply(&mut sim, &action, &hosts, &controls, &mut resumes, now, &history);
+            apply(&mut sim, &action, &controls, &reach, &mut resumes, now, &history);
             reach.apply(&action, now);
             *fault_counts.entry(action.verb()).or_default() += 1;
         }
-        resumes.retain(|(at, node)| {
+        resumes.retain(|(at, node, held)| {
             if *at > now {
                 return true;
             }
-            for other in hosts.iter().filter(|other| *other != node) {
+            // turmoil's release makes a link healthy both ways, so a link the
+            // schedule cut or held meanwhile is left as the schedule has it.
+            for other in held.iter().filter(|other| !reach.cut(node, other)) {
                 sim.release(node.as_str(), other.as_str());
             }
             false
@@ -212,6 +214,13 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
+        }
+        // turmoil's random loss repairs a link by making it healthy both
+        // ways, which would heal a one-way partition; put those back.
+        if world.network.loss_rate > 0.0 {
+            for (from, to) in reach.one_way() {
+                sim.partition_oneway(from, to);
+            }
         }
     }
 
@@ -248,21 +257,29 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
 struct Reach {
     down: BTreeSet<String>,
     paused_until: BTreeMap<String, Duration>,
-    /// Directed links that drop or hold messages: (from, to).
-    cut: BTreeSet<(String, String)>,
+    /// Directed links the schedule partitioned: (from, to).
+    partitioned: BTreeSet<(String, String)>,
+    /// Links the schedule holds, in both directions.
+    held: BTreeSet<(String, String)>,
 }
 
 impl Reach {
     fn apply(&mut self, action: &Action, now: Duration) {
         let pair = |a: &str, b: &str| [(a.to_string(), b.to_string()), (b.to_string(), a.to_string())];
         match action {
-            Action::Partition { a, b } | Action::Hold { a, b } => self.cut.extend(pair(a, b)),
+            Action::Partition { a, b } => self.partitioned.extend(pair(a, b)),
+            Action::Hold { a, b } => self.held.extend(pair(a, b)),
             Action::PartitionOneway { from, to } => {
-                self.cut.insert((from.clone(), to.clone()));
+                self.partitioned.insert((from.clone(), to.clone()));
             }
-            Action::Repair { a, b } | Action::Release { a, b } => {
+            Action::Repair { a, b } => {
                 for link in pair(a, b) {
-                    self.cut.remove(&link);
+                    self.partitioned.remove(&link);
+                }
+            }
+            Action::Release { a, b } => {
+                for link in pair(a, b) {
+                    self.held.remove(&link);
                 }
             }
             Action::Crash { node } | Action::Stop { node } => {
@@ -279,16 +296,27 @@ impl Reach {
         }
     }
 
+    /// Whether the schedule has partitioned (either way) or held the link
+    /// between `a` and `b`.
+    fn cut(&self, a: &str, b: &str) -> bool {
+        let (ab, ba) = ((a.to_string(), b.to_string()), (b.to_string(), a.to_string()));
+        self.partitioned.contains(&ab) || self.partitioned.contains(&ba) || self.held.contains(&ab)
+    }
+
+    /// Links partitioned in one direction only: (from, to).
+    fn one_way(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.partitioned
+            .iter()
+            .filter(|(from, to)| !self.partitioned.contains(&(to.clone(), from.clone())))
+            .map(|(from, to)| (from.as_str(), to.as_str()))
+    }
+
     fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
-        let reaches = |node: &String| {
-            !self.cut.contains(&(node.clone(), S3_HOST.to_string()))
-                && !self.cut.contains(&(S3_HOST.to_string(), node.clone()))
-        };
         nodes
             .iter()
             .filter(|node| !self.down.contains(*node))
             .filter(|node| self.paused_until.get(*node).is_none_or(|until| *until <= now))
-            .filter(|node| reaches(node))
+            .filter(|node| !self.cut(node, S3_HOST))
             .cloned()
             .collect()
     }
@@ -297,6 +325,8 @@ impl Reach {
 /// The runner's handles on each node, by name.
 #[derive(Default)]
 struct Controls {
+    /// Every host: the store and the nodes.
+    hosts: Vec<String>,
     clocks: BTreeMap<String, ClockControl>,
     stops: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
 }
@@ -305,9 +335,9 @@ struct Controls {
 fn apply(
     sim: &mut turmoil::Sim<'_>,
     action: &Action,
-    hosts: &[String],
     controls: &Controls,
-    resumes: &mut Vec<(Duration, String)>,
+    reach: &Reach,
+    resumes: &mut Vec<(Duration, String, Vec<String>)>,
     now: Duration,
     history: &History,
 ) {
@@ -336,11 +366,15 @@ fn apply(
             if let Some(clock) = controls.clocks.get(node) {
                 clock.pause_until(until);
             }
-            // No messages in or out while the process is stopped.
-            for other in hosts.iter().filter(|other| *other != node) {
+            // No messages in or out while the process is stopped. A link
+            // the schedule has cut stays cut (holding it would turn dropped
+            // messages into delayed ones, and releasing it would heal it).
+            let held: Vec<String> =
+                controls.hosts.iter().filter(|other| *other != node && !reach.cut(node, other)).cloned().collect();
+            for other in &held {
                 sim.hold(node.as_str(), other.as_str());
             }
-            resumes.push((until, node.clone()));
+            resumes.push((until, node.clone(), held));
             history.record(now, node, Event::Paused { until_us: until.as_micros() as u64 });
             return;
         }

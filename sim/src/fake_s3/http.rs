@@ -1457,7 +1457,7 @@ mod tests {
                 .unwrap();
             let first = send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "first"));
             let second = async {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                clock.sleep_until(clock.now() + Duration::from_millis(50)).await;
                 send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "second")).await
             };
             tokio::join!(first, second);

@@ -263,3 +263,46 @@ fn clock_steps_held_messages_and_message_loss_break_nothing() {
         assert!(report.stats.terms >= 1);
     }
 }
+
+/// Store requests from `node`'s processes that reached the store after
+/// `after_us`.
+fn requests_from(report: &Report, node: &str, after_us: u64) -> usize {
+    report
+        .entries
+        .iter()
+        .filter(|entry| entry.at_us > after_us)
+        .filter(|entry| match &entry.event {
+            hoplock_sim::history::Event::Store(op) => {
+                op.client.as_deref().is_some_and(|client| client.starts_with(&format!("{node}#")))
+            }
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn a_pause_does_not_heal_a_partition() {
+    // n0 is cut off from the store for good at 5 s and paused from 10 s to
+    // 12 s. The end of the pause must not reconnect it.
+    let schedule = vec![
+        Scheduled { at_ms: 5_000, action: Action::Partition { a: "n0".into(), b: "s3".into() } },
+        Scheduled { at_ms: 10_000, action: Action::Pause { node: "n0".into(), for_ms: 2_000 } },
+    ];
+    let report = run(&plain_world(schedule), 1);
+    assert_eq!(requests_from(&report, "n0", 5_500_000), 0, "the pause healed the partition");
+    assert!(requests_from(&report, "n1", 12_000_000) > 0, "the others kept talking to the store");
+}
+
+#[test]
+fn random_loss_does_not_heal_a_one_way_partition() {
+    // n0's messages to the store are dropped from 5 s on; random loss breaks
+    // and repairs links meanwhile, and a repair must not undo the partition.
+    let schedule =
+        vec![Scheduled { at_ms: 5_000, action: Action::PartitionOneway { from: "n0".into(), to: "s3".into() } }];
+    let mut world = plain_world(schedule);
+    world.network.loss_rate = 0.05;
+    world.network.loss_repair_rate = 0.5;
+    let report = run(&world, 2);
+    assert_eq!(requests_from(&report, "n0", 5_500_000), 0, "random repair healed the one-way partition");
+    assert!(requests_from(&report, "n1", 30_000_000) > 0);
+}
