@@ -89,10 +89,13 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     config.endpoint = Some(format!("http://{S3_HOST}:{S3_PORT}"));
     config.addressing = Addressing::PathStyle;
     config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
-    // The elector bounds each call by its own request timeout; the backend's
-    // must not be longer, or a read's retries would outlive it.
+    // As `hoplock run` sets them: one request may take the elector's request
+    // timeout, and a read may retry within twice that. The elector still
+    // cuts the whole read off at its own request timeout, so a read retries
+    // only after a failure that came back early, and that retry code runs
+    // here as it does in production.
     config.request_timeout = request_timeout;
-    config.operation_deadline = request_timeout;
+    config.operation_deadline = request_timeout * 2;
     let transport =
         Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;

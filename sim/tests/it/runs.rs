@@ -306,3 +306,29 @@ fn random_loss_does_not_heal_a_one_way_partition() {
     assert_eq!(requests_from(&report, "n0", 5_500_000), 0, "random repair healed the one-way partition");
     assert!(requests_from(&report, "n1", 30_000_000) > 0);
 }
+
+#[test]
+fn reads_retry_inside_their_deadline_as_in_production() {
+    // Half of all reads are refused with 503 SlowDown. After a refused
+    // read, the elector itself waits a poll interval (400 ms) before its next
+    // one; a next read sooner than that is the backend's own retry.
+    let mut world = plain_world(Vec::new());
+    world.s3.faults.read.slow_down_503_rate = 0.5;
+    let report = run(&world, 4);
+    let mut last_refused: BTreeMap<String, u64> = BTreeMap::new();
+    let mut retries = 0;
+    for entry in &report.entries {
+        let hoplock_sim::history::Event::Store(op) = &entry.event else { continue };
+        let (Some(client), "read") = (op.client.as_deref(), op.op.as_str()) else { continue };
+        if let Some(refused_at) = last_refused.remove(client)
+            && op.invoked_us.saturating_sub(refused_at) < 300_000
+        {
+            retries += 1;
+        }
+        if op.status == Some(503) {
+            last_refused.insert(client.to_string(), op.ended_us);
+        }
+    }
+    assert!(retries > 10, "only {retries} reads were retried by the backend");
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
