@@ -13,6 +13,7 @@ use crate::history::{Entry, Event};
 /// Reports every place a token went down.
 pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     let mut stored: Option<(u64, &str)> = None;
+    let mut stored_max: Option<(u64, &str)> = None;
     let mut acquired: Option<(u64, &str)> = None;
     let mut accepted: Option<u64> = None;
     for entry in entries {
@@ -33,8 +34,26 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                     });
                 }
                 stored = Some((generation, &entry.node));
+                stored_max = Some((stored_max.map_or(generation, |(max, _)| generation.max(max)), &entry.node));
             }
             Event::Acquired { generation } => {
+                // A leader context handed out for a generation the store has
+                // already moved past belongs to a term that was over before
+                // it began (lost during its lock-delay, say).
+                if let Some((newest, _)) = stored_max
+                    && newest > *generation
+                {
+                    violations.push(Violation {
+                        property: Property::MonotoneFencing,
+                        at_us: entry.at_us,
+                        nodes: vec![entry.node.clone()],
+                        generation: Some(*generation),
+                        detail: format!(
+                            "{} began generation {generation} after the store already held generation {newest}",
+                            entry.node
+                        ),
+                    });
+                }
                 if let Some((previous, node)) = acquired
                     && *generation <= previous
                 {
@@ -126,6 +145,26 @@ mod tests {
         check(&downstream, &mut found);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found.iter().all(|v| v.property == Property::MonotoneFencing));
+    }
+
+    #[test]
+    fn a_term_begun_after_the_store_moved_past_it_is_caught() {
+        // b took generation 2 and lost it during its lock-delay; a took
+        // generation 3. b's context, handed out afterwards, is for a term
+        // that was already over. The acquisitions alone (2 before 3) look
+        // fine.
+        let history = [
+            at(1, "s3", stored(1)),
+            at(1, "a", Event::Acquired { generation: 1 }),
+            at(24, "s3", stored(2)),
+            at(38, "s3", stored(3)),
+            at(39, "b", Event::Acquired { generation: 2 }),
+            at(53, "a", Event::Acquired { generation: 3 }),
+        ];
+        let mut found = Vec::new();
+        check(&history, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("after the store already held generation 3"), "{}", found[0].detail);
     }
 
     #[test]
