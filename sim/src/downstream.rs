@@ -8,6 +8,7 @@
 //! the monotone-fencing checker reads in the order the resource stored the
 //! writes.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use hoplock::Generation;
@@ -20,6 +21,8 @@ use crate::history::{Event, History};
 #[derive(Clone, Debug, Default)]
 pub struct Downstream {
     fence: Rc<Fence>,
+    /// How many writes it has stored: each write's place in its order.
+    writes: Rc<Cell<u64>>,
 }
 
 impl Downstream {
@@ -28,7 +31,9 @@ impl Downstream {
     pub fn write(&self, history: &History, node: &str, generation: u64) -> bool {
         let highest_before = self.fence.highest().get();
         let accepted = self.fence.check(Generation(generation)).is_ok();
-        history.record_now(node, Event::Downstream { generation, accepted, highest_before });
+        let sequence = self.writes.get() + 1;
+        self.writes.set(sequence);
+        history.record_now(node, Event::Downstream { generation, accepted, highest_before, sequence });
         accepted
     }
 }

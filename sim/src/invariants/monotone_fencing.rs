@@ -15,7 +15,6 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     let mut stored: Option<(u64, &str)> = None;
     let mut stored_max: Option<(u64, &str)> = None;
     let mut acquired: Option<(u64, &str)> = None;
-    let mut accepted: Option<u64> = None;
     for entry in entries {
         match &entry.event {
             Event::Store(op) if op.applied => {
@@ -67,22 +66,39 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                 }
                 acquired = Some((*generation, &entry.node));
             }
-            Event::Downstream { generation, accepted: true, .. } => {
-                if let Some(previous) = accepted
-                    && *generation < previous
-                {
-                    violations.push(Violation {
-                        property: Property::MonotoneFencing,
-                        at_us: entry.at_us,
-                        nodes: vec![entry.node.clone()],
-                        generation: Some(*generation),
-                        detail: format!("the downstream accepted {generation} after {previous}"),
-                    });
-                }
-                accepted = Some(accepted.map_or(*generation, |previous| previous.max(*generation)));
-            }
             _ => {}
         }
+    }
+    downstream(entries, violations);
+}
+
+/// The downstream's accepted tokens never go down, read in the order the
+/// resource stored the writes (its sequence), not in the order of the
+/// entries' times.
+fn downstream(entries: &[Entry], violations: &mut Vec<Violation>) {
+    let mut writes: Vec<(u64, &Entry, u64)> = entries
+        .iter()
+        .filter_map(|entry| match &entry.event {
+            Event::Downstream { generation, accepted: true, sequence, .. } => Some((*sequence, entry, *generation)),
+            _ => None,
+        })
+        .collect();
+    // Stable: writes recorded without a sequence keep their entry order.
+    writes.sort_by_key(|(sequence, ..)| *sequence);
+    let mut accepted: Option<u64> = None;
+    for (_, entry, generation) in writes {
+        if let Some(previous) = accepted
+            && generation < previous
+        {
+            violations.push(Violation {
+                property: Property::MonotoneFencing,
+                at_us: entry.at_us,
+                nodes: vec![entry.node.clone()],
+                generation: Some(generation),
+                detail: format!("the downstream accepted {generation} after {previous}"),
+            });
+        }
+        accepted = Some(accepted.map_or(generation, |previous| previous.max(generation)));
     }
 }
 
@@ -123,11 +139,11 @@ mod tests {
         let good = [
             at(1, "s3", stored(1)),
             at(1, "a", Event::Acquired { generation: 1 }),
-            at(2, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 0 }),
+            at(2, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 0, sequence: 0 }),
             at(3, "s3", stored(1)),
             at(4, "s3", stored(2)),
             at(4, "b", Event::Acquired { generation: 2 }),
-            at(5, "a", Event::Downstream { generation: 1, accepted: false, highest_before: 2 }),
+            at(5, "a", Event::Downstream { generation: 1, accepted: false, highest_before: 2, sequence: 0 }),
         ];
         let mut found = Vec::new();
         check(&good, &mut found);
@@ -139,12 +155,33 @@ mod tests {
         let reacquired = [at(1, "a", Event::Acquired { generation: 5 }), at(2, "b", Event::Acquired { generation: 1 })];
         check(&reacquired, &mut found);
         let downstream = [
-            at(1, "a", Event::Downstream { generation: 5, accepted: true, highest_before: 0 }),
-            at(2, "b", Event::Downstream { generation: 1, accepted: true, highest_before: 5 }),
+            at(1, "a", Event::Downstream { generation: 5, accepted: true, highest_before: 0, sequence: 0 }),
+            at(2, "b", Event::Downstream { generation: 1, accepted: true, highest_before: 5, sequence: 0 }),
         ];
         check(&downstream, &mut found);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found.iter().all(|v| v.property == Property::MonotoneFencing));
+    }
+
+    #[test]
+    fn downstream_tokens_are_read_in_the_order_the_resource_stored_them() {
+        // Two hosts' clocks differ by a millisecond within one tick: the
+        // write of 3 was stored first (sequence 1) but carries the later
+        // time. Time order shows 4 then 3; storage order shows no drop.
+        let history = [
+            at(10, "b", Event::Downstream { generation: 4, accepted: true, highest_before: 3, sequence: 2 }),
+            at(11, "a", Event::Downstream { generation: 3, accepted: true, highest_before: 3, sequence: 1 }),
+        ];
+        let mut found = Vec::new();
+        check(&history, &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        // The same writes stored the other way round are a drop.
+        let history = [
+            at(10, "b", Event::Downstream { generation: 4, accepted: true, highest_before: 3, sequence: 1 }),
+            at(11, "a", Event::Downstream { generation: 3, accepted: true, highest_before: 4, sequence: 2 }),
+        ];
+        check(&history, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 
     #[test]
@@ -171,12 +208,12 @@ mod tests {
     fn stale_writes_accepted_before_the_newer_term_wrote_are_counted() {
         let history = [
             at(1, "a", Event::Acquired { generation: 1 }),
-            at(2, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 0 }),
+            at(2, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 0, sequence: 0 }),
             at(3, "b", Event::Acquired { generation: 2 }),
             // a was paused and wakes: b has begun but not written yet.
-            at(4, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 1 }),
-            at(5, "b", Event::Downstream { generation: 2, accepted: true, highest_before: 1 }),
-            at(6, "a", Event::Downstream { generation: 1, accepted: false, highest_before: 2 }),
+            at(4, "a", Event::Downstream { generation: 1, accepted: true, highest_before: 1, sequence: 0 }),
+            at(5, "b", Event::Downstream { generation: 2, accepted: true, highest_before: 1, sequence: 0 }),
+            at(6, "a", Event::Downstream { generation: 1, accepted: false, highest_before: 2, sequence: 0 }),
         ];
         assert_eq!(stale_writes_accepted(&history), 1);
         assert_eq!(stale_writes(&history), 1);

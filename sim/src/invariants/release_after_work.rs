@@ -60,7 +60,7 @@ mod tests {
     }
 
     fn write(generation: u64) -> Event {
-        Event::Downstream { generation, accepted: true, highest_before: generation }
+        Event::Downstream { generation, accepted: true, highest_before: generation, sequence: 0 }
     }
 
     #[test]

@@ -8,9 +8,16 @@
 //! to be copied into `scenarios/`, and read back and run once more to show
 //! that the file reproduces them.
 //!
-//! Liveness is reported but never counts as a failure here: random fault
-//! mixes may keep a store unusable for longer than any bound the checker
-//! could assume.
+//! Only safety properties count as failures here; liveness and the no-
+//! vacuous-pass findings are reported: random fault mixes may keep a store
+//! unusable for longer than any bound the checker could assume.
+//!
+//! The worlds draw 2 to 5 nodes, clock offsets and drift, TTLs, lock-delays,
+//! tight stop margins and fast polling, store fault rates (including writes
+//! that apply and then fail or go unanswered) and per-operation latency
+//! distributions, and up to six faults: crash and restart, partition from
+//! the store, lost replies, pauses, clock steps, graceful stops, and stalls
+//! (held messages). `cargo xtask test` runs 400 of them on the honest store.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -69,6 +76,11 @@ pub fn run(root: &Path, count: u64, options: &Options) -> Result<(), String> {
                 if reproduced { "reproduces" } else { "does NOT reproduce" }
             );
             println!("  replay: cargo xtask sim --scenario {} --seed {RUN_SEED}", path.display());
+            // CI keeps no files: print the scenario itself, so the failure
+            // can be reproduced from the log alone.
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                println!("---- {} ----\n{text}---- end ----", path.display());
+            }
             Err("the swarm found a safety violation".into())
         }
     }
@@ -180,6 +192,9 @@ enum Kind {
     Pause,
     StepBack,
     StopRestart,
+    /// Requests to and from the store stall (held, not dropped) and are
+    /// delivered late, so a renewal retry is still waiting when a term ends.
+    Stall,
 }
 
 /// Random worlds: 2 to 5 nodes with clocks offset by up to ten minutes and
@@ -188,29 +203,37 @@ enum Kind {
 pub fn world_strategy(mode: Option<ProviderMode>) -> impl Strategy<Value = World> {
     let nodes = prop::collection::vec(node_strategy(), 2..=5);
     let faults = prop::collection::vec(drawn_strategy(), 0..=6);
-    (nodes, faults, store_strategy(), 20_000u64..=90_000).prop_map(move |(nodes, drawn, faults, duration_ms)| {
-        let nodes: Vec<NodeSpec> = nodes
-            .into_iter()
-            .enumerate()
-            .map(|(index, mut node)| {
-                node.name = format!("n{index}");
-                node
-            })
-            .collect();
-        let mut schedule = Vec::new();
-        for fault in drawn {
-            expand(&fault, &nodes, duration_ms, &mut schedule);
-        }
-        schedule.sort_by_key(|scheduled| scheduled.at_ms);
-        World {
-            nodes,
-            s3: S3Spec { mode: mode.unwrap_or(ProviderMode::Honest), faults },
-            schedule,
-            duration_ms,
-            tick_ms: 10,
-            network: NetworkSpec::default(),
-        }
-    })
+    // Tight stop margins (down to the tick) and fast polling, for the whole
+    // fleet at once (per node, they keep shrinking from removing nodes): the
+    // timing rules show their errors there when replies come late.
+    let timing = (prop::option::of(10u64..=200), prop::option::of(20u64..=400));
+    (nodes, faults, store_strategy(), 20_000u64..=90_000, timing).prop_map(
+        move |(nodes, drawn, faults, duration_ms, (stop_margin_ms, poll_ms))| {
+            let nodes: Vec<NodeSpec> = nodes
+                .into_iter()
+                .enumerate()
+                .map(|(index, mut node)| {
+                    node.name = format!("n{index}");
+                    node.elector.stop_margin_ms = stop_margin_ms;
+                    node.elector.poll_ms = poll_ms;
+                    node
+                })
+                .collect();
+            let mut schedule = Vec::new();
+            for fault in drawn {
+                expand(&fault, &nodes, duration_ms, &mut schedule);
+            }
+            schedule.sort_by_key(|scheduled| scheduled.at_ms);
+            World {
+                nodes,
+                s3: S3Spec { mode: mode.unwrap_or(ProviderMode::Honest), faults },
+                schedule,
+                duration_ms,
+                tick_ms: 10,
+                network: NetworkSpec::default(),
+            }
+        },
+    )
 }
 
 fn node_strategy() -> impl Strategy<Value = NodeSpec> {
@@ -235,13 +258,20 @@ fn node_strategy() -> impl Strategy<Value = NodeSpec> {
 
 fn store_strategy() -> impl Strategy<Value = Faults> {
     let rates = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.1);
-    let op = (rates, prop::option::of(0u64..=1_500)).prop_map(
+    // Up to the smallest request timeout drawn (TTL 3 s / 6): late replies
+    // and early commits, or the reverse.
+    let latency = prop_oneof![
+        Just(Latency::None),
+        (0u64..=500).prop_map(|max_ms| Latency::Uniform { min_ms: 0, max_ms }),
+        (1u64..=200, 100u64..=500).prop_map(|(mean_ms, cap_ms)| Latency::Exponential { mean_ms, cap_ms }),
+    ];
+    let op = (rates, latency).prop_map(
         |(
             (error_500_rate, slow_down_503_rate, ambiguous_success_rate, applied_error_500_rate, silent_reply_rate),
             latency,
         )| {
             OpFaults {
-                latency: latency.map_or(Latency::None, |max_ms| Latency::Uniform { min_ms: 0, max_ms }),
+                latency,
                 error_500_rate,
                 slow_down_503_rate,
                 ambiguous_success_rate,
@@ -266,6 +296,7 @@ fn drawn_strategy() -> impl Strategy<Value = Drawn> {
         Kind::Pause,
         Kind::StepBack,
         Kind::StopRestart,
+        Kind::Stall,
     ]);
     (0u64..=80_000, kind, prop::option::of(0usize..5), 1_000u64..=20_000)
         .prop_map(|(at_ms, kind, target, span_ms)| Drawn { at_ms, kind, target, span_ms })
@@ -310,6 +341,18 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
             schedule.push(at(at_ms, Action::Stop { node: node.clone() }));
             if fault.target.is_some() {
                 schedule.push(at(end_ms, Action::Restart { node }));
+            }
+        }
+        Kind::Stall => {
+            // A stall aimed at the leader is released for every node, as a
+            // heal is: `@leader` may name another node by then.
+            schedule.push(at(at_ms, Action::Hold { a: node.clone(), b: "s3".into() }));
+            let names: Vec<String> = match fault.target {
+                Some(_) => vec![node],
+                None => nodes.iter().map(|node| node.name.clone()).collect(),
+            };
+            for name in names {
+                schedule.push(at(end_ms, Action::Release { a: name, b: "s3".into() }));
             }
         }
     }

@@ -893,7 +893,7 @@ mod tests {
             at(200, "alpha", Event::Acquired { generation: 1 }),
             at(6_000, "world", Event::Fault { action: "partition alpha s3".into() }),
             at(12_000, "beta", Event::Acquired { generation: 2 }),
-            at(12_500, "alpha", Event::Downstream { generation: 1, accepted: false, highest_before: 2 }),
+            at(12_500, "alpha", Event::Downstream { generation: 1, accepted: false, highest_before: 2, sequence: 0 }),
             at(13_000, "alpha", Event::Stepped { generation: 1, reason: "lost".into() }),
             at(15_000, "world", Event::Fault { action: "repair s3 alpha".into() }),
             at(20_000, "beta", Event::Crashed),
