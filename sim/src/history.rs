@@ -40,6 +40,9 @@ pub enum Event {
     /// The node's campaign ended with an error: it will not lead again in
     /// this process.
     CampaignEnded { message: String },
+    /// `Elector::observe` reported this generation (L2: a node's observed
+    /// generations never go down).
+    Observed { generation: u64 },
     /// A write reached the fenced downstream resource. `sequence` is the
     /// order the resource stored its writes in: hosts' clocks may differ
     /// within one tick, so time alone cannot say which came first.

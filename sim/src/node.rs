@@ -19,7 +19,7 @@ use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
 use crate::history::{Event, History};
 use crate::transport::SimTransport;
-use crate::world::{NodeSpec, PolicySpec, WorkloadSpec};
+use crate::world::{Api, NodeSpec, PolicySpec, WorkloadSpec};
 
 /// Where the fake S3 listens inside the simulation.
 pub const S3_HOST: &str = "s3";
@@ -151,24 +151,95 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         }
     });
 
-    loop {
-        let workload = Workload {
-            spec: context.spec.workload.clone(),
-            clock: clock.clone(),
-            history: context.history.clone(),
-            downstream: context.downstream.clone(),
-            node: name.clone(),
-        };
-        // A term that fails to start (the store is unusable) ends the
-        // campaign; the history shows why.
-        if let Err(err) = elector.lead(|ctx, lease| workload.run(ctx, lease)).await {
-            let event = match err {
-                hoplock::ElectorError::Stopped => Event::ElectorError { message: "stopped".into() },
-                err => Event::CampaignEnded { message: err.to_string() },
+    if let Some(every) = context.spec.workload.observe_every_ms {
+        let (observer, history, node, clock) = (elector.clone(), context.history.clone(), name.clone(), clock.clone());
+        tokio::task::spawn_local(async move {
+            use hoplock::clock::Clock;
+            loop {
+                clock.sleep_until(clock.now() + Duration::from_millis(every.max(1))).await;
+                match observer.observe().await {
+                    Ok(Some(seen)) => history.record_now(&node, Event::Observed { generation: seen.generation.get() }),
+                    Ok(None) => {}
+                    Err(err) => history.record_now(&node, Event::ElectorError { message: err.to_string() }),
+                }
+            }
+        });
+    }
+
+    let workload = |context: &NodeContext| Workload {
+        spec: context.spec.workload.clone(),
+        clock: clock.clone(),
+        history: context.history.clone(),
+        downstream: context.downstream.clone(),
+        node: name.clone(),
+    };
+    match context.spec.workload.api {
+        Api::Run => {
+            // The work starts from the event and holds the guard until it
+            // has stopped, as the guard's docs tell users to.
+            let mut events = elector.run();
+            while let Some(event) = events.next().await {
+                if let ElectorEvent::Acquired { lease, context: leader, guard, .. } = event {
+                    let work = workload(&context);
+                    tokio::task::spawn_local(async move {
+                        work.run(leader, lease).await;
+                        drop(guard);
+                    });
+                }
+            }
+            // The stream ends when the campaign does: stopped, or the store
+            // is unusable (then the last event before it says why).
+            let stopped = *context.stop.borrow();
+            let event = if stopped {
+                Event::ElectorError { message: "stopped".into() }
+            } else {
+                Event::CampaignEnded { message: "the run() event stream ended".into() }
             };
             context.history.record_now(&name, event);
-            std::future::pending::<()>().await;
+            std::future::pending().await
         }
+        Api::Lead | Api::DropLead => loop {
+            let work = workload(&context);
+            let (started, began) = tokio::sync::oneshot::channel::<u64>();
+            let lead = elector.lead(|ctx, lease| {
+                let _ = started.send(lease.generation.get());
+                work.run(ctx, lease)
+            });
+            let mut lead = std::pin::pin!(lead);
+            let drop_after = Duration::from_millis(context.spec.workload.drop_after_ms);
+            let give_up = async {
+                use hoplock::clock::Clock;
+                match (context.spec.workload.api, began.await) {
+                    (Api::DropLead, Ok(generation)) => {
+                        clock.sleep_until(clock.now() + drop_after).await;
+                        generation
+                    }
+                    _ => std::future::pending().await,
+                }
+            };
+            let result = tokio::select! {
+                biased;
+                result = &mut lead => result,
+                generation = give_up => {
+                    // The caller gives up on the future mid-term: its work is
+                    // dropped with it and the elector releases in the
+                    // background. The history must show the term ending.
+                    drop(lead);
+                    context.history.record_now(&name, Event::Stepped { generation, reason: "dropped".into() });
+                    continue;
+                }
+            };
+            // A term that fails to start (the store is unusable) ends the
+            // campaign; the history shows why.
+            if let Err(err) = result {
+                let event = match err {
+                    hoplock::ElectorError::Stopped => Event::ElectorError { message: "stopped".into() },
+                    err => Event::CampaignEnded { message: err.to_string() },
+                };
+                context.history.record_now(&name, event);
+                std::future::pending::<()>().await;
+            }
+        },
     }
 }
 

@@ -182,9 +182,40 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub ignore_cancellation_ms: u64,
     /// Give up leadership (return from the work) after this long; `None`
-    /// holds until the context is cancelled.
+    /// holds until the context is cancelled. With `api = "run"` returning
+    /// only drops the work guard, which does not resign.
     #[serde(default)]
     pub release_after_ms: Option<u64>,
+    /// Which of the elector's interfaces drives the work.
+    #[serde(default)]
+    pub api: Api,
+    /// With `api = "drop-lead"`: how long into each term the caller drops
+    /// the `lead` future.
+    #[serde(default = "default_drop_after_ms")]
+    pub drop_after_ms: u64,
+    /// Also call `Elector::observe` this often, recording what it reports.
+    #[serde(default)]
+    pub observe_every_ms: Option<u64>,
+}
+
+/// Which of the elector's interfaces a node's work uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// `Elector::lead`, over and over.
+    #[default]
+    Lead,
+    /// `Elector::run`: the work starts from `Event::Acquired` and holds its
+    /// `WorkGuard` until it has stopped.
+    Run,
+    /// `Elector::lead`, with the future dropped `drop_after_ms` into each
+    /// term, as a caller that gives up on it (a `select!` elsewhere, a
+    /// timeout).
+    DropLead,
+}
+
+fn default_drop_after_ms() -> u64 {
+    3_000
 }
 
 fn default_write_every_ms() -> u64 {
@@ -202,6 +233,9 @@ impl Default for WorkloadSpec {
             write_latency_ms: default_write_latency_ms(),
             ignore_cancellation_ms: 0,
             release_after_ms: None,
+            api: Api::Lead,
+            drop_after_ms: default_drop_after_ms(),
+            observe_every_ms: None,
         }
     }
 }

@@ -15,6 +15,8 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     let mut stored: Option<(u64, &str)> = None;
     let mut stored_max: Option<(u64, &str)> = None;
     let mut acquired: Option<(u64, &str)> = None;
+    // L2, per node process: the last generation `observe()` reported.
+    let mut observed: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for entry in entries {
         match &entry.event {
             Event::Store(op) if op.applied => {
@@ -65,6 +67,23 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                     });
                 }
                 acquired = Some((*generation, &entry.node));
+            }
+            Event::Started { .. } | Event::Crashed => {
+                observed.remove(entry.node.as_str());
+            }
+            Event::Observed { generation } => {
+                if let Some(&previous) = observed.get(entry.node.as_str())
+                    && *generation < previous
+                {
+                    violations.push(Violation {
+                        property: Property::MonotoneFencing,
+                        at_us: entry.at_us,
+                        nodes: vec![entry.node.clone()],
+                        generation: Some(*generation),
+                        detail: format!("{}'s observer saw generation {generation} after {previous}", entry.node),
+                    });
+                }
+                observed.insert(&entry.node, *generation);
             }
             _ => {}
         }
@@ -182,6 +201,21 @@ mod tests {
         ];
         check(&history, &mut found);
         assert_eq!(found.len(), 1, "{found:?}");
+    }
+
+    #[test]
+    fn an_observer_going_back_is_caught_and_a_restart_starts_afresh() {
+        let history = [
+            at(1, "w", Event::Observed { generation: 4 }),
+            at(2, "w", Event::Observed { generation: 3 }),
+            at(3, "w", Event::Crashed),
+            at(4, "w", Event::Started { incarnation: 1 }),
+            at(5, "w", Event::Observed { generation: 1 }),
+        ];
+        let mut found = Vec::new();
+        check(&history, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("saw generation 3 after 4"), "{}", found[0].detail);
     }
 
     #[test]
