@@ -221,10 +221,10 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                 biased;
                 result = &mut lead => result,
                 generation = give_up => {
-                    // The caller gives up on the future mid-term: its work is
-                    // dropped with it and the elector releases in the
+                    // The caller gives up on the future mid-term: leaving
+                    // this iteration drops it (it is pinned in the loop's
+                    // scope) with its work, and the elector releases in the
                     // background. The history must show the term ending.
-                    drop(lead);
                     context.history.record_now(&name, Event::Stepped { generation, reason: "dropped".into() });
                     continue;
                 }
