@@ -114,11 +114,16 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
 
     let history = History::default();
     let (store_events, received) = mpsc::channel::<fake_s3::Event>();
+    // The schedule's own writes to the key run inside the store's host, on
+    // its clock, at the next tick.
+    let (operator, operator_ops) = tokio::sync::mpsc::unbounded_channel::<OperatorOp>();
+    let operator_ops = Rc::new(std::cell::RefCell::new(Some(operator_ops)));
     {
         let mode = world.s3.mode;
         let faults = world.s3.faults.clone();
         sim.host(S3_HOST, move || {
             let (faults, store_events) = (faults.clone(), store_events.clone());
+            let operator_ops = operator_ops.borrow_mut().take();
             async move {
                 let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
                 let s3 = FakeS3::builder(clock, seed ^ 0x5335_5335_5335_5335)
@@ -130,6 +135,14 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                         let _ = store_events.send(event.clone());
                     })
                     .build()?;
+                if let Some(mut ops) = operator_ops {
+                    let s3 = s3.clone();
+                    tokio::task::spawn_local(async move {
+                        while let Some(op) = ops.recv().await {
+                            op.apply(&s3);
+                        }
+                    });
+                }
                 let listener = turmoil::net::TcpListener::bind(("0.0.0.0", S3_PORT)).await?;
                 fake_s3::server::serve(s3, listener, std::future::pending()).await;
                 Ok(())
@@ -139,7 +152,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
 
     let downstream = Downstream::default();
     let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
-    let mut controls = Controls { hosts, ..Controls::default() };
+    let mut controls = Controls { hosts, operator: Some(operator), ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
         let pause = ClockControl::default();
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
@@ -250,6 +263,59 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
 }
 
+/// The name the store's history gives the schedule's own writes.
+pub const OPERATOR: &str = "operator";
+
+/// A write to the lease key by someone other than the electors.
+#[derive(Debug)]
+enum OperatorOp {
+    Write(Vec<u8>),
+    Delete,
+    /// `hoplock lease reset --generation-floor`: a released record at the
+    /// floor or the stored generation, whichever is higher; refused, as the
+    /// tool refuses, when that generation has no successor.
+    Reset(u64),
+}
+
+impl OperatorOp {
+    fn apply(self, s3: &FakeS3) {
+        match self {
+            OperatorOp::Write(bytes) => {
+                s3.put_direct(BUCKET, KEY, bytes.into(), OPERATOR);
+            }
+            OperatorOp::Delete => s3.delete_direct(BUCKET, KEY, OPERATOR),
+            OperatorOp::Reset(floor) => {
+                let stored = s3
+                    .object(BUCKET, KEY)
+                    .and_then(|object| hoplock::lease::LeaseRecord::decode(object.body()).ok())
+                    .map_or(0, |record| record.generation.get());
+                let generation = hoplock::Generation(floor.max(stored));
+                if generation.next().is_none() {
+                    return;
+                }
+                let record = hoplock::lease::LeaseRecord {
+                    generation,
+                    expires_at: String::new(),
+                    owner: "hoplock lease reset".into(),
+                    nonce: format!("reset-{generation}"),
+                    ttl_ms: Some(1),
+                    incarnation: String::new(),
+                    released: true,
+                };
+                s3.put_direct(BUCKET, KEY, record.encode().into(), OPERATOR);
+            }
+        }
+    }
+}
+
+impl Controls {
+    fn operate(&self, op: OperatorOp) {
+        if let Some(operator) = &self.operator {
+            let _ = operator.send(op);
+        }
+    }
+}
+
 /// Who can contend for the lease, kept as the runner applies the schedule:
 /// a node contends while it runs (not crashed, stopped or paused) and
 /// reaches the store both ways.
@@ -261,6 +327,8 @@ struct Reach {
     partitioned: BTreeSet<(String, String)>,
     /// Links the schedule holds, in both directions.
     held: BTreeSet<(String, String)>,
+    /// Whether the key holds a record no elector may take over.
+    store_unusable: bool,
 }
 
 impl Reach {
@@ -293,6 +361,10 @@ impl Reach {
             }
             // The elector times everything on its monotonic clock.
             Action::StepClock { .. } => {}
+            // Nobody can lead on a record no elector may take over, until
+            // the key is reset or deleted.
+            Action::WriteRecord { record } => self.store_unusable = record.unusable(),
+            Action::DeleteKey | Action::ResetKey { .. } => self.store_unusable = false,
         }
     }
 
@@ -312,6 +384,9 @@ impl Reach {
     }
 
     fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
+        if self.store_unusable {
+            return Vec::new();
+        }
         nodes
             .iter()
             .filter(|node| !self.down.contains(*node))
@@ -327,6 +402,8 @@ impl Reach {
 struct Controls {
     /// Every host: the store and the nodes.
     hosts: Vec<String>,
+    /// The schedule's own writes to the lease key, for the store's host.
+    operator: Option<tokio::sync::mpsc::UnboundedSender<OperatorOp>>,
     clocks: BTreeMap<String, ClockControl>,
     stops: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
 }
@@ -388,6 +465,9 @@ fn apply(
                 clock.step_wall(*by_ms);
             }
         }
+        Action::WriteRecord { record } => controls.operate(OperatorOp::Write(record.bytes())),
+        Action::DeleteKey => controls.operate(OperatorOp::Delete),
+        Action::ResetKey { generation_floor } => controls.operate(OperatorOp::Reset(*generation_floor)),
     }
     history.record(now, "world", Event::Fault { action: action.label() });
 }
@@ -535,9 +615,23 @@ fn checker_context(world: &World) -> Context {
             attempt_us: (poll + 2.0 * timeout) as u64,
         });
     }
+    // The elector's default assumed TTL for a record that states none.
+    let assumed_us = world.nodes.iter().map(|node| node.elector.ttl_ms.max(60_000) * 1000).max().unwrap_or(0);
+    let foreign_ttl_us = world
+        .schedule
+        .iter()
+        .filter_map(|scheduled| match &scheduled.action {
+            Action::WriteRecord { record } if !record.unusable() => {
+                Some(record.ttl_ms.map_or(assumed_us, |ms| ms.saturating_mul(1000)))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     Context {
         nodes: world.node_names(),
         handover_bound_us,
+        foreign_ttl_us,
         contention: vec![(0, world.node_names())],
         attempts,
         end_us: world.duration_ms.saturating_mul(1000),

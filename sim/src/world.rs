@@ -297,6 +297,64 @@ pub enum Action {
     /// Step the node's wall clock by `by_ms` (an NTP jump; negative steps
     /// back). Its monotonic clock is unaffected.
     StepClock { node: String, by_ms: i64 },
+    /// Someone other than the electors writes the lease key,
+    /// unconditionally: another tool, an operator, the Go library.
+    WriteRecord { record: ForeignRecord },
+    /// Someone deletes the lease key (a lifecycle rule, an operator).
+    DeleteKey,
+    /// What `hoplock lease reset --generation-floor` does: a released record
+    /// at the floor or the stored generation, whichever is higher.
+    ResetKey { generation_floor: u64 },
+}
+
+/// A record written by someone else. With `raw`, those bytes are stored
+/// instead (a corrupt record). Without `ttl_ms` and `incarnation`, it is
+/// what the Go library writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForeignRecord {
+    /// Its generation (`18446744073709551615` is an exhausted one).
+    #[serde(default)]
+    pub generation: u64,
+    /// Its TTL; absent, as in the Go library's records.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+    /// Whether it is a released record.
+    #[serde(default)]
+    pub released: bool,
+    /// Bytes to store instead of a record.
+    #[serde(default)]
+    pub raw: Option<String>,
+}
+
+impl ForeignRecord {
+    /// The bytes stored.
+    pub fn bytes(&self) -> Vec<u8> {
+        if let Some(raw) = &self.raw {
+            return raw.as_bytes().to_vec();
+        }
+        let mut record = serde_json::json!({
+            "generation": self.generation,
+            "expires_at": "2030-01-01T00:00:00Z",
+            "owner": "someone else",
+        });
+        if let Some(ttl_ms) = self.ttl_ms {
+            record["ttl_ms"] = ttl_ms.into();
+            record["nonce"] = format!("foreign-{}", self.generation).into();
+            record["incarnation"] = "foreign".into();
+        }
+        if self.released {
+            record["released"] = true.into();
+        }
+        serde_json::to_vec(&record).unwrap_or_default()
+    }
+
+    /// Whether an elector can never use it: corrupt bytes, a TTL beyond
+    /// what any elector accepts, or a generation with no successor. It stays
+    /// so until the key is reset or deleted.
+    pub fn unusable(&self) -> bool {
+        hoplock::lease::LeaseRecord::decode(&self.bytes()).map_or(true, |record| record.generation.next().is_none())
+    }
 }
 
 /// The node name that stands for the current leader in a scheduled action.
@@ -315,6 +373,7 @@ impl Action {
             | Action::Pause { node, .. }
             | Action::Stop { node }
             | Action::StepClock { node, .. } => vec![node],
+            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } => Vec::new(),
         }
     }
 
@@ -332,6 +391,7 @@ impl Action {
             Action::Pause { node, for_ms } => Action::Pause { node: pick(node), for_ms: *for_ms },
             Action::Stop { node } => Action::Stop { node: pick(node) },
             Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
+            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } => self.clone(),
         }
     }
 
@@ -348,6 +408,9 @@ impl Action {
             Action::Pause { .. } => "pause",
             Action::Stop { .. } => "stop",
             Action::StepClock { .. } => "step-clock",
+            Action::WriteRecord { .. } => "write-record",
+            Action::DeleteKey => "delete-key",
+            Action::ResetKey { .. } => "reset-key",
         };
         let mut label = verb.to_string();
         for host in self.hosts() {
@@ -357,6 +420,16 @@ impl Action {
         match self {
             Action::Pause { for_ms, .. } => label.push_str(&format!(" for {for_ms} ms")),
             Action::StepClock { by_ms, .. } => label.push_str(&format!(" by {by_ms} ms")),
+            Action::WriteRecord { record } => match &record.raw {
+                Some(_) => label.push_str(" (corrupt bytes)"),
+                None => label.push_str(&format!(
+                    " generation {} ttl {}{}",
+                    record.generation,
+                    record.ttl_ms.map_or_else(|| "none".to_string(), |ms| format!("{ms} ms")),
+                    if record.released { " released" } else { "" }
+                )),
+            },
+            Action::ResetKey { generation_floor } => label.push_str(&format!(" floor {generation_floor}")),
             _ => {}
         }
         label

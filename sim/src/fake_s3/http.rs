@@ -521,6 +521,44 @@ impl FakeS3 {
         lock(&self.inner.store).current(bucket, key).cloned()
     }
 
+    /// Writes `body` under `key` at once and unconditionally, on behalf of
+    /// `client`, someone outside the simulated nodes (an operator, another
+    /// tool). No faults apply; the observer hears of it like any request.
+    pub fn put_direct(&self, bucket: &str, key: &str, body: Bytes, client: &str) -> Option<Object> {
+        let now = self.inner.clock.now();
+        let wall = self.inner.clock.wall();
+        let stored = lock(&self.inner.store).put(bucket, key, body, None, &Conditions::default(), wall).ok()?;
+        self.report_direct(OpKind::Write, bucket, key, Some(&stored), client, now);
+        Some(stored)
+    }
+
+    /// Deletes `key` at once and unconditionally, on behalf of `client`.
+    pub fn delete_direct(&self, bucket: &str, key: &str, client: &str) {
+        let now = self.inner.clock.now();
+        let wall = self.inner.clock.wall();
+        let removed = lock(&self.inner.store).delete(bucket, key, &Conditions::default(), wall).ok().flatten();
+        self.report_direct(OpKind::Delete, bucket, key, removed.as_ref(), client, now);
+    }
+
+    fn report_direct(&self, op: OpKind, bucket: &str, key: &str, object: Option<&Object>, client: &str, at: Instant) {
+        let Some(observer) = &self.inner.observer else { return };
+        observer(&Event {
+            request_id: self.request_id(),
+            op,
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            if_match: None,
+            if_none_match: None,
+            outcome: Outcome::Applied,
+            etag: object.map(|object| object.etag().to_owned()),
+            body: if op == OpKind::Write { object.map(|object| object.body().clone()) } else { None },
+            client: Some(client.to_owned()),
+            started: at,
+            applied_at: Some(at),
+            ended: at,
+        });
+    }
+
     /// Handles one request whose body has been read whole.
     pub async fn handle(&self, request: Request<Bytes>) -> Reply {
         let started = self.inner.clock.now();

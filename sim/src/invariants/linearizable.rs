@@ -102,7 +102,10 @@ fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Opera
             let expected = versions.id(op.expected.as_deref()?);
             Call::Update { expected, new: written(versions) }
         }
-        "delete" => Call::Delete { expected: versions.id(op.expected.as_deref()?) },
+        "delete" => match op.expected.as_deref() {
+            Some(expected) => Call::Delete { expected: versions.id(expected) },
+            None => Call::Remove,
+        },
         _ => return None,
     };
     let outcome = match (&call, op.applied) {
@@ -199,6 +202,28 @@ mod tests {
         // never existed is impossible.
         let history = [op("read", None, None, None, 404, (0, 1)), op("create", None, None, None, 412, (2, 3))];
         let mut found = Vec::new();
+        check(&history, &mut found);
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn an_unconditional_delete_is_part_of_the_history() {
+        // Someone deletes the key without a condition; a read after it finds
+        // nothing. Left out of the history, that read would be impossible.
+        let history = [
+            op("create", None, Some("e1"), None, 200, (0, 1)),
+            op("delete", None, None, None, 200, (2, 3)),
+            op("read", None, None, None, 404, (4, 5)),
+        ];
+        let mut found = Vec::new();
+        check(&history, &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        // A read of e1 after the delete completed is still caught.
+        let history = [
+            op("create", None, Some("e1"), None, 200, (0, 1)),
+            op("delete", None, None, None, 200, (2, 3)),
+            op("read", None, None, Some("e1"), 200, (4, 5)),
+        ];
         check(&history, &mut found);
         assert_eq!(found.len(), 1);
     }

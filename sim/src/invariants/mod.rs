@@ -152,6 +152,9 @@ pub struct Context {
     /// k: read-and-write attempts a contender may need before one pair gets
     /// through, given the store's failure rates (see [`liveness::attempts`]).
     pub attempts: u32,
+    /// The longest TTL a record written by someone else makes contenders
+    /// wait (a record without one is waited out for the assumed TTL), µs.
+    pub foreign_ttl_us: u64,
     /// When the run ended, in µs.
     pub end_us: u64,
     /// Per-node settings the checkers need.
@@ -172,7 +175,7 @@ impl Context {
     /// contender clock's ρ, plus the slowest contender's lock-delay and k
     /// attempts, plus five ticks of timer rounding.
     pub fn takeover_bound_us(&self, contenders: &[String]) -> u64 {
-        let ttl_us = self.facts.iter().map(|facts| facts.ttl_us).max().unwrap_or(0);
+        let ttl_us = self.facts.iter().map(|facts| facts.ttl_us).max().unwrap_or(0).max(self.foreign_ttl_us);
         let contending: Vec<&NodeFacts> = contenders.iter().filter_map(|name| self.node(name)).collect();
         let rho = contending.iter().map(|facts| facts.drift_bound).fold(0.0, f64::max);
         let acting = contending

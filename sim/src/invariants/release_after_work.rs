@@ -17,7 +17,8 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     let mut reported: BTreeMap<u64, ()> = BTreeMap::new();
     for entry in entries {
         match &entry.event {
-            Event::Store(op) if op.applied && op.released => {
+            // A reset by the schedule is not the holder's release.
+            Event::Store(op) if op.applied && op.released && op.client.as_deref() != Some(crate::runner::OPERATOR) => {
                 if let Some(generation) = op.generation {
                     released.entry(generation).or_insert(entry.at_us);
                 }

@@ -35,6 +35,8 @@ pub enum Call {
         /// The version this write installs.
         value: Version,
     },
+    /// Unconditional `DELETE`: always leaves the key missing.
+    Remove,
 }
 
 impl Call {
@@ -51,6 +53,7 @@ impl fmt::Display for Call {
             Call::Create { value } => write!(f, "create({value})"),
             Call::Update { expected, new } => write!(f, "update({expected} -> {new})"),
             Call::Delete { expected } => write!(f, "delete({expected})"),
+            Call::Remove => f.write_str("remove()"),
             Call::Put { value } => write!(f, "put({value})"),
         }
     }

@@ -131,7 +131,7 @@ pub(super) fn validate(history: &[Operation]) -> Result<(), HistoryError> {
         let fits = matches!(
             (op.call, outcome),
             (Call::Read, Outcome::Missing | Outcome::Value(_))
-                | (Call::Put { .. }, Outcome::Ok)
+                | (Call::Put { .. } | Call::Remove, Outcome::Ok)
                 | (Call::Create { .. } | Call::Update { .. } | Call::Delete { .. }, Outcome::Ok | Outcome::Refused,)
         );
         if !fits {
@@ -153,7 +153,7 @@ pub(super) fn replay(history: &[Operation], order: &[usize], initial: Option<Ver
             Call::Create { value } | Call::Put { value } | Call::Update { new: value, .. } => {
                 state = Some(value);
             }
-            Call::Delete { .. } => state = None,
+            Call::Delete { .. } | Call::Remove => state = None,
         }
     }
     state
@@ -278,6 +278,7 @@ impl Search {
                 (Call::Delete { expected }, true) => (Guard::Is(abs(expected)), Some(MISSING)),
                 (Call::Delete { expected }, false) => (Guard::IsNot(abs(expected)), None),
                 (Call::Put { value }, _) => (Guard::Any, Some(abs(value))),
+                (Call::Remove, _) => (Guard::Any, Some(MISSING)),
             };
             let (slot, entry) = match op.response() {
                 Some(at) => {

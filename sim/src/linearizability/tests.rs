@@ -76,6 +76,7 @@ fn apply(state: Option<Version>, call: Call, outcome: Option<Outcome>) -> (Optio
         Call::Update { expected, new } if state == Some(expected) => (Some(new), Outcome::Ok),
         Call::Delete { expected } if state == Some(expected) => (None, Outcome::Ok),
         Call::Put { value } => (Some(value), Outcome::Ok),
+        Call::Remove => (None, Outcome::Ok),
         _ => (state, Outcome::Refused),
     };
     match outcome {
