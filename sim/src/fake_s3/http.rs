@@ -1453,18 +1453,24 @@ mod tests {
         assert!(a.iter().any(|(status, ..)| *status == 200));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn latency_is_spent_on_the_servers_clock_around_the_commit() {
+    /// A store whose every request takes 200 ms, recording its events.
+    fn slow_and_recording(seed: u64) -> (FakeS3, Arc<DriftingClock>, Arc<Mutex<Vec<Event>>>) {
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = events.clone();
         let clock = clock();
-        let s3 = FakeS3::builder(clock.clone(), 1)
+        let s3 = FakeS3::builder(clock.clone(), seed)
             .faults(Faults::everywhere(OpFaults { latency: Latency::Fixed { ms: 200 }, ..OpFaults::default() }))
             .credentials("AK", "SK")
             .bucket("b")
             .observer(move |event: &Event| sink.lock().unwrap().push(event.clone()))
             .build()
             .unwrap();
+        (s3, clock, events)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn latency_is_spent_on_the_servers_clock_around_the_commit() {
+        let (s3, clock, events) = slow_and_recording(1);
         let start = clock.now();
         send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "x")).await;
         assert_eq!(clock.now().saturating_duration_since(start), Duration::from_millis(200));
@@ -1483,16 +1489,7 @@ mod tests {
         // the later arrival first.
         let mut reordered = 0;
         for seed in 0..40 {
-            let events = Arc::new(Mutex::new(Vec::new()));
-            let sink = events.clone();
-            let clock = clock();
-            let s3 = FakeS3::builder(clock.clone(), seed)
-                .faults(Faults::everywhere(OpFaults { latency: Latency::Fixed { ms: 200 }, ..OpFaults::default() }))
-                .credentials("AK", "SK")
-                .bucket("b")
-                .observer(move |event: &Event| sink.lock().unwrap().push(event.clone()))
-                .build()
-                .unwrap();
+            let (s3, clock, events) = slow_and_recording(seed);
             let first = send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "first"));
             let second = async {
                 clock.sleep_until(clock.now() + Duration::from_millis(50)).await;
@@ -1500,11 +1497,10 @@ mod tests {
             };
             tokio::join!(first, second);
             let events = events.lock().unwrap();
-            let (a, b) = (
-                &events.iter().find(|e| e.body.as_deref() == Some(&b"first"[..])),
-                &events.iter().find(|e| e.body.as_deref() == Some(&b"second"[..])),
-            );
-            if b.unwrap().applied_at < a.unwrap().applied_at {
+            let committed = |body: &[u8]| {
+                events.iter().find(|event| event.body.as_deref() == Some(body)).and_then(|event| event.applied_at)
+            };
+            if committed(b"second") < committed(b"first") {
                 reordered += 1;
             }
         }
