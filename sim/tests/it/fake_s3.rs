@@ -469,3 +469,26 @@ async fn a_lost_reply_can_be_one_that_never_comes() {
     assert_eq!(backend.read().await.expect("the write was applied").record, record);
     assert_eq!(events.lock().unwrap()[0].outcome, Outcome::DroppedAfterApply);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_body_never_arrived_whole_never_commits() {
+    // The headers promise five bytes; two arrive, then the client hangs up.
+    let server = start(ProviderMode::Honest, Faults::none()).await;
+    let request = signed_put(server.address, "half", "hello");
+    let mut text = format!("PUT {} HTTP/1.1\r\n", request.uri().path_and_query().unwrap());
+    for (name, value) in request.headers() {
+        text.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
+    }
+    text.push_str("content-length: 5\r\n\r\nhe");
+    let mut stream = tokio::net::TcpStream::connect(server.address).await.unwrap();
+    stream.write_all(text.as_bytes()).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    drop(stream);
+    pause(Duration::from_millis(200)).await;
+    assert!(server.s3.object(BUCKET, "half").is_none(), "a partial body was committed");
+    // The whole body on another connection commits.
+    let (status, body) = raw_exchange(server.address, &request, b"hello").await;
+    assert_eq!(status, 200, "{body}");
+}
