@@ -149,11 +149,24 @@ pub(crate) struct Core {
     /// The TTL of the last record read or written, `None` until one has
     /// been. A key found missing after that is waited out for at least this.
     last_ttl: Option<Duration>,
+    /// The last live (not released) record read or written: its writer's
+    /// incarnation and TTL. A record from another writer that replaces it
+    /// is waited out for at least that TTL too.
+    last_live: Option<(String, Duration)>,
 }
 
 impl Core {
     pub fn new(timing: Timing, policy: Policy, owner: String, incarnation: String) -> Core {
-        Core { timing, policy, owner, incarnation, highest_seen: Generation::ZERO, watch: None, last_ttl: None }
+        Core {
+            timing,
+            policy,
+            owner,
+            incarnation,
+            highest_seen: Generation::ZERO,
+            watch: None,
+            last_ttl: None,
+            last_live: None,
+        }
     }
 
     /// The highest generation this elector has read or written.
@@ -187,9 +200,18 @@ impl Core {
     /// `wall` is only read by a planted bug.
     #[cfg_attr(not(feature = "planted"), allow(unused_variables))]
     fn decide_safe(&mut self, observation: Observation<'_>, arrived: Instant, wall: SystemTime) -> Decision {
+        // The live record seen before this one, if another writer wrote it.
+        let mut replaced_ttl = None;
         if let Observation::Record(stored) = &observation {
-            self.saw(stored.record.generation);
-            self.last_ttl = Some(self.wait_for(&stored.record));
+            let record = &stored.record;
+            self.saw(record.generation);
+            self.last_ttl = Some(self.wait_for(record));
+            replaced_ttl = self
+                .last_live
+                .as_ref()
+                .filter(|(incarnation, _)| *incarnation != record.incarnation && *incarnation != self.incarnation)
+                .map(|(_, ttl)| *ttl);
+            self.last_live = (!record.released).then(|| (record.incarnation.clone(), self.wait_for(record)));
         }
         // Nothing may be written once the highest generation seen has no
         // successor: a saturated token would be shared by two terms.
@@ -252,11 +274,13 @@ impl Core {
                 let unchanged =
                     self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(&stored.version));
                 if !unchanged {
-                    self.watch = Some(Watch {
-                        version: Some(stored.version.clone()),
-                        since: arrived,
-                        ttl: self.wait_for(record),
-                    });
+                    // A record that replaced another writer's live one may
+                    // not have waited that writer's term out (someone else
+                    // overwrote the key, or the writer's TTL is shorter):
+                    // that holder may still be inside its term, so its TTL
+                    // is waited out too, as for a key found missing.
+                    let ttl = self.wait_for(record).max(replaced_ttl.unwrap_or_default());
+                    self.watch = Some(Watch { version: Some(stored.version.clone()), since: arrived, ttl });
                 }
                 self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
             }
@@ -335,6 +359,7 @@ impl Core {
     pub fn record(&mut self, generation: Generation, wall: SystemTime, nonce: String, released: bool) -> LeaseRecord {
         self.saw(generation);
         self.last_ttl = Some(self.timing.ttl);
+        self.last_live = (!released).then(|| (self.incarnation.clone(), self.timing.ttl));
         LeaseRecord {
             generation,
             expires_at: rfc3339::format(wall.checked_add(self.timing.ttl).unwrap_or(wall)),
@@ -460,6 +485,28 @@ mod tests {
         core.forget_watch();
         assert_eq!(core.decide(Observation::Missing, at(10), WALL), Decision::Wait { until: Some(at(55)) });
         assert!(matches!(core.due(at(55)), Some(Decision::Take { generation: Generation(4), involuntary: true, .. })));
+    }
+
+    #[test]
+    fn a_record_that_replaced_another_writers_live_one_is_waited_out_for_both_ttls() {
+        // x holds with a 20 s TTL; someone else overwrites its record with
+        // one stating 5 s. x may not know yet and may act for up to 20 s:
+        // the new version is waited out for 20 s, not 5.
+        let mut core = core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        let mut foreign = stored(9, "v2", "y", false);
+        foreign.record.ttl_ms = Some(5_000);
+        assert_eq!(core.decide(Observation::Record(&foreign), at(1), WALL), Decision::Wait { until: Some(at(21)) });
+        // y's own renewals are timed by y's TTL again.
+        let mut renewed = stored(9, "v3", "y", false);
+        renewed.record.ttl_ms = Some(5_000);
+        assert_eq!(core.decide(Observation::Record(&renewed), at(2), WALL), Decision::Wait { until: Some(at(7)) });
+        // A released record ended its writer's term: no extra wait after it.
+        let mut core = self::core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", true)), at(0), WALL);
+        let mut next = stored(3, "v2", "z", false);
+        next.record.ttl_ms = Some(5_000);
+        assert_eq!(core.decide(Observation::Record(&next), at(1), WALL), Decision::Wait { until: Some(at(6)) });
     }
 
     #[test]

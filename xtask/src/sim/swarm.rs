@@ -26,7 +26,9 @@ use hoplock_sim::clocks::ClockSpec;
 use hoplock_sim::fake_s3::{Faults, Latency, OpFaults, ProviderMode};
 use hoplock_sim::runner::{self, Report};
 use hoplock_sim::scenario::{self, Expect, Finding, Scenario};
-use hoplock_sim::world::{Action, ElectorSpec, LEADER, NetworkSpec, NodeSpec, S3Spec, Scheduled, WorkloadSpec, World};
+use hoplock_sim::world::{
+    Action, ElectorSpec, ForeignRecord, LEADER, NetworkSpec, NodeSpec, S3Spec, Scheduled, WorkloadSpec, World,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
 
@@ -195,6 +197,12 @@ enum Kind {
     /// Requests to and from the store stall (held, not dropped) and are
     /// delivered late, so a renewal retry is still waiting when a term ends.
     Stall,
+    /// Someone else writes a live record above any generation the run
+    /// reaches, with a TTL or, like the Go library, without one. (Lower
+    /// generations and deletions are left out: with every process that saw
+    /// the higher ones restarted, the token going down is the documented
+    /// price of letting anyone else write the key, not an elector bug.)
+    ForeignWrite,
 }
 
 /// Random worlds: 2 to 5 nodes with clocks offset by up to ten minutes and
@@ -297,6 +305,7 @@ fn drawn_strategy() -> impl Strategy<Value = Drawn> {
         Kind::StepBack,
         Kind::StopRestart,
         Kind::Stall,
+        Kind::ForeignWrite,
     ]);
     (0u64..=80_000, kind, prop::option::of(0usize..5), 1_000u64..=20_000)
         .prop_map(|(at_ms, kind, target, span_ms)| Drawn { at_ms, kind, target, span_ms })
@@ -342,6 +351,11 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
             if fault.target.is_some() {
                 schedule.push(at(end_ms, Action::Restart { node }));
             }
+        }
+        Kind::ForeignWrite => {
+            let ttl_ms = (fault.span_ms % 2 == 0).then_some(6_000);
+            let record = ForeignRecord { generation: 1_000 + fault.span_ms, ttl_ms, ..ForeignRecord::default() };
+            schedule.push(at(at_ms, Action::WriteRecord { record }));
         }
         Kind::Stall => {
             // A stall aimed at the leader is released for every node, as a
