@@ -353,7 +353,7 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
             }
         }
         Kind::ForeignWrite => {
-            let ttl_ms = (fault.span_ms % 2 == 0).then_some(6_000);
+            let ttl_ms = fault.span_ms.is_multiple_of(2).then_some(6_000);
             let record = ForeignRecord { generation: 1_000 + fault.span_ms, ttl_ms, ..ForeignRecord::default() };
             schedule.push(at(at_ms, Action::WriteRecord { record }));
         }
