@@ -386,7 +386,7 @@ async fn dropping_a_leading_future_releases_in_the_background() {
     task.abort();
     advance(Duration::from_millis(10)).await;
     assert!(!a.elector.is_leader());
-    let record = LeaseRecord::decode(&store.raw().unwrap()).unwrap();
+    let record = stored_record(&store);
     assert!(record.released);
     assert_eq!(record.generation, Generation(1));
 }
@@ -402,7 +402,7 @@ async fn run_reports_events_and_releases_when_dropped() {
     drop(events);
     context.cancelled().await;
     advance(Duration::from_millis(10)).await;
-    assert!(LeaseRecord::decode(&store.raw().unwrap()).unwrap().released);
+    assert!(stored_record(&store).released);
 }
 
 #[tokio::test(start_paused = true)]
