@@ -994,15 +994,17 @@ impl<B: Backend> Inner<B> {
                     self.sleep_unless_stopped(wake, stop).await?;
                     due = self.core().due(self.clock.now());
                 }
-                // Reported by `observe_for_campaign`; keep watching in case
-                // an operator moves the lease to a fresh key's record.
+                // Reported by `observe_for_campaign` on every read. This
+                // process can never write here again (its highest generation
+                // seen has no successor); the way out is a new key, and a
+                // restart for processes that saw this one.
                 Decision::Exhausted { .. } => {
                     self.sleep_unless_stopped(self.clock.now() + self.timing().poll_interval, stop).await?;
                 }
                 Decision::Take { expected, generation, involuntary } => {
                     let taken = self.take(expected.as_ref(), generation).await?;
                     if stop.is_set() {
-                        self.give_back(taken).await;
+                        self.give_back(taken, involuntary).await;
                         return Err(ElectorError::Stopped);
                     }
                     match taken {
@@ -1078,12 +1080,21 @@ impl<B: Backend> Inner<B> {
                 // Never act on an unknown outcome: read back and look for the
                 // nonce. A read that fails leaves it unknown, and then the
                 // next campaign round will find out.
+                let expected = expected.cloned();
                 match self.read().await {
                     Ok(stored) if stored.record.nonce == nonce || planted::active(Bug::ActOnUnknownOutcome) => {
                         stored.version
                     }
+                    // What the write was conditional on is still there, so
+                    // the write may still be on its way and land later.
+                    Ok(stored) if Some(&stored.version) == expected.as_ref() => {
+                        return Ok(Taken::Unknown { nonce, expected });
+                    }
+                    Err(BackendError::NoLease) if expected.is_none() => {
+                        return Ok(Taken::Unknown { nonce, expected });
+                    }
                     Ok(_) | Err(BackendError::NoLease) => return Ok(Taken::No),
-                    Err(_) => return Ok(Taken::Unknown { nonce }),
+                    Err(_) => return Ok(Taken::Unknown { nonce, expected }),
                 }
             }
             Err(err) if err.is_fatal() => return Err(err.into()),
@@ -1093,6 +1104,7 @@ impl<B: Backend> Inner<B> {
                 return Ok(Taken::No);
             }
         };
+        self.core().wrote(&record);
         let ends_at = self.core().lease_end(sent_at);
         Ok(Taken::Held(Held { version, record, sent_at, ends_at, pending: Vec::new() }))
     }
@@ -1100,11 +1112,16 @@ impl<B: Backend> Inner<B> {
     /// Undoes a takeover that a stop overtook: releases the record if it
     /// landed, settling an unknown outcome by reading the nonce back for at
     /// most the release timeout. The term was never announced.
-    async fn give_back(&self, taken: Taken) {
+    ///
+    /// A takeover from a holder that did not release is not released when
+    /// a lock-delay is set: a released record would let the next leader
+    /// skip its own delay while the old holder's requests may still drain.
+    /// It is left to run out instead.
+    async fn give_back(&self, taken: Taken, involuntary: bool) {
         let held = match taken {
             Taken::No => return,
             Taken::Held(held) => held,
-            Taken::Unknown { nonce } => {
+            Taken::Unknown { nonce, expected } => {
                 let deadline = self.clock.now() + self.timing().release_timeout;
                 let settle = async {
                     loop {
@@ -1114,9 +1131,14 @@ impl<B: Backend> Inner<B> {
                                 let (version, record) = (stored.version, stored.record);
                                 break Some(Held { version, record, sent_at: ends_at, ends_at, pending: Vec::new() });
                             }
+                            // Still what the write was conditional on: it
+                            // may yet land. Look again.
+                            Ok(stored) if Some(&stored.version) == expected.as_ref() => {}
+                            Err(BackendError::NoLease) if expected.is_none() => {}
                             Ok(_) | Err(BackendError::NoLease) => break None,
-                            Err(_) => self.sleep_for(self.timing().poll_interval / 4).await,
+                            Err(_) => {}
                         }
+                        self.sleep_for(self.timing().poll_interval / 4).await;
                     }
                 };
                 let settled = tokio::select! {
@@ -1132,6 +1154,12 @@ impl<B: Backend> Inner<B> {
                 held
             }
         };
+        if involuntary && !self.timing().lock_delay.is_zero() {
+            info!(owner = %self.owner, generation = %held.record.generation,
+                  "stopped while taking the lease from a holder that did not release; left to run out so the next \
+                   leader still waits its lock-delay");
+            return;
+        }
         let end = self.release(&held).await;
         info!(owner = %self.owner, generation = %held.record.generation, end = ?end,
               "stopped while taking the lease; gave it back without starting");
@@ -1241,8 +1269,9 @@ enum Taken {
     Held(Held),
     /// It did not land.
     No,
-    /// Its reply was lost and reading back failed: it may have landed.
-    Unknown { nonce: String },
+    /// Its reply was lost and reading back did not settle it: it may have
+    /// landed, or land later while `expected` is still stored.
+    Unknown { nonce: String, expected: Option<Version> },
 }
 
 /// Owns a term while it lasts. Dropped while still armed (the `lead` future
@@ -1325,6 +1354,7 @@ impl<B: Backend> TermGuard<B> {
             let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
+                    inner.core().wrote(&record);
                     held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
                     #[cfg(feature = "planted")]
                     {
@@ -1332,9 +1362,13 @@ impl<B: Backend> TermGuard<B> {
                     }
                     next_renewal = sent_at + timing.renew_interval;
                     debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
-                    inner.emit(Event::Renewed { generation: held.record.generation });
+                    // A term still in its lock-delay has not been announced.
+                    if self.started {
+                        inner.emit(Event::Renewed { generation: held.record.generation });
+                    }
                 }
                 Renewal::Adopt { version, record, sent_at } => {
+                    inner.core().wrote(&record);
                     held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
                     #[cfg(feature = "planted")]
                     {
@@ -1404,10 +1438,14 @@ impl<B: Backend> Drop for TermGuard<B> {
         let Some(held) = self.held.take() else { return };
         self.inner.end_term(&self.cancel);
         let generation = held.record.generation;
-        warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
-        if self.started {
-            self.inner.emit(Event::Lost { generation, reason: Some(LossReason::Abandoned) });
+        if !self.started {
+            // Dropped during its lock-delay: a release now would let the next
+            // leader skip its own delay. The lease runs out instead.
+            info!(owner = %self.inner.owner, %generation, "term dropped during its lock-delay; left to run out");
+            return;
         }
+        warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
+        self.inner.emit(Event::Lost { generation, reason: Some(LossReason::Abandoned) });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let inner = self.inner.clone();
             runtime.spawn(async move {
@@ -1448,7 +1486,10 @@ impl<B: Backend> Inner<B> {
                 let record = self.core().record(held.record.generation, self.clock.wall(), nonce.clone(), true);
                 nonces.push(nonce);
                 match self.backend.write(Some(&expected), &record).await {
-                    Ok(_) => return TermEnd::Released,
+                    Ok(_) => {
+                        self.core().wrote(&record);
+                        return TermEnd::Released;
+                    }
                     Err(BackendError::NoLease) => {
                         return TermEnd::ReleaseUnconfirmed("the lease record is gone".into());
                     }

@@ -47,8 +47,7 @@ pub(crate) struct Timing {
     pub stop_margin: Duration,
     pub lock_delay: Duration,
     /// How long to wait out a record that states no TTL (one written by the
-    /// Go hoplock or Litestream), and the least wait after the key is found
-    /// missing.
+    /// Go hoplock or Litestream).
     pub assumed_ttl: Duration,
 }
 
@@ -153,6 +152,10 @@ pub(crate) struct Core {
     /// incarnation and TTL. A record from another writer that replaces it
     /// is waited out for at least that TTL too.
     last_live: Option<(String, Duration)>,
+    /// No takeover before this instant, whatever version is watched then: a
+    /// holder deposed by a deletion or by someone else's write may not know
+    /// yet, and its term is waited out even if the record changes again.
+    not_before: Option<Instant>,
 }
 
 impl Core {
@@ -166,12 +169,22 @@ impl Core {
             watch: None,
             last_ttl: None,
             last_live: None,
+            not_before: None,
         }
     }
 
     /// The highest generation this elector has read or written.
     pub fn highest_seen(&self) -> Generation {
         self.highest_seen
+    }
+
+    /// Notes a write of ours the store confirmed: its generation is the
+    /// highest seen, and a key found missing afterwards is waited out for at
+    /// least our own TTL.
+    pub fn wrote(&mut self, record: &LeaseRecord) {
+        self.saw(record.generation);
+        self.last_ttl = Some(self.timing.ttl);
+        self.last_live = (!record.released).then(|| (self.incarnation.clone(), self.timing.ttl));
     }
 
     /// Records a generation seen or written elsewhere than through `decide`.
@@ -240,6 +253,8 @@ impl Core {
                 if !already_timing_missing {
                     let ttl = last_ttl.max(self.timing.ttl);
                     self.watch = Some(Watch { version: None, since: arrived, ttl });
+                    // Kept even if a record appears again before it passes.
+                    self.hold_back_until(arrived + ttl);
                 }
                 self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
             }
@@ -279,7 +294,10 @@ impl Core {
                     // overwrote the key, or the writer's TTL is shorter):
                     // that holder may still be inside its term, so its TTL
                     // is waited out too, as for a key found missing.
-                    let ttl = self.wait_for(record).max(replaced_ttl.unwrap_or_default());
+                    if let Some(replaced_ttl) = replaced_ttl {
+                        self.hold_back_until(arrived + replaced_ttl);
+                    }
+                    let ttl = self.wait_for(record);
                     self.watch = Some(Watch { version: Some(stored.version.clone()), since: arrived, ttl });
                 }
                 self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
@@ -313,7 +331,12 @@ impl Core {
     }
 
     fn watch_deadline(&self) -> Instant {
-        self.watch.as_ref().map_or(Instant::ZERO, |watch| watch.since + watch.ttl)
+        let watched = self.watch.as_ref().map_or(Instant::ZERO, |watch| watch.since + watch.ttl);
+        watched.max(self.not_before.unwrap_or(Instant::ZERO))
+    }
+
+    fn hold_back_until(&mut self, until: Instant) {
+        self.not_before = Some(self.not_before.map_or(until, |before| before.max(until)));
     }
 
     /// The takeover that is due at `now` without another read, if any: the
@@ -322,6 +345,9 @@ impl Core {
         let watch = self.watch.as_ref()?;
         let generation =
             if planted::active(Bug::ReusedGeneration) { self.highest_seen } else { self.highest_seen.next()? };
+        if self.not_before.is_some_and(|before| now < before) {
+            return None;
+        }
         (now >= watch.since + watch.ttl).then(|| Decision::Take {
             expected: watch.version.clone(),
             generation,
@@ -356,10 +382,10 @@ impl Core {
     }
 
     /// The record for a new term or a renewal at `generation`.
-    pub fn record(&mut self, generation: Generation, wall: SystemTime, nonce: String, released: bool) -> LeaseRecord {
-        self.saw(generation);
-        self.last_ttl = Some(self.timing.ttl);
-        self.last_live = (!released).then(|| (self.incarnation.clone(), self.timing.ttl));
+    ///
+    /// Building it changes nothing: the write may never land. The shell
+    /// reports the ones the store confirmed through [`Core::wrote`].
+    pub fn record(&self, generation: Generation, wall: SystemTime, nonce: String, released: bool) -> LeaseRecord {
         LeaseRecord {
             generation,
             expires_at: rfc3339::format(wall.checked_add(self.timing.ttl).unwrap_or(wall)),
@@ -497,16 +523,38 @@ mod tests {
         let mut foreign = stored(9, "v2", "y", false);
         foreign.record.ttl_ms = Some(5_000);
         assert_eq!(core.decide(Observation::Record(&foreign), at(1), WALL), Decision::Wait { until: Some(at(21)) });
-        // y's own renewals are timed by y's TTL again.
+        // y's renewals are timed by y's TTL, but do not end x's wait early:
+        // if y stops at once, x may still be acting until 21 s.
         let mut renewed = stored(9, "v3", "y", false);
         renewed.record.ttl_ms = Some(5_000);
-        assert_eq!(core.decide(Observation::Record(&renewed), at(2), WALL), Decision::Wait { until: Some(at(7)) });
+        assert_eq!(core.decide(Observation::Record(&renewed), at(2), WALL), Decision::Wait { until: Some(at(21)) });
+        assert_eq!(core.due(at(20)), None);
+        assert!(core.due(at(21)).is_some());
         // A released record ended its writer's term: no extra wait after it.
         let mut core = self::core();
         core.decide(Observation::Record(&stored(2, "v1", "x", true)), at(0), WALL);
         let mut next = stored(3, "v2", "z", false);
         next.record.ttl_ms = Some(5_000);
         assert_eq!(core.decide(Observation::Record(&next), at(1), WALL), Decision::Wait { until: Some(at(6)) });
+    }
+
+    #[test]
+    fn a_takeover_attempt_that_never_landed_changes_nothing() {
+        // The holder's TTL is 45 s; our takeover write is built (and fails:
+        // the holder renewed). Then the key is deleted: the wait must still
+        // be the holder's 45 s, and the generation we tried is not "seen".
+        let mut core = core();
+        let mut holder = stored(3, "v1", "x", false);
+        holder.record.ttl_ms = Some(45_000);
+        core.decide(Observation::Record(&holder), at(0), WALL);
+        let attempt = core.record(Generation(4), WALL, "mine".into(), false);
+        assert_eq!(attempt.generation, Generation(4));
+        assert_eq!(core.highest_seen(), Generation(3));
+        core.forget_watch();
+        assert_eq!(core.decide(Observation::Missing, at(10), WALL), Decision::Wait { until: Some(at(55)) });
+        // A write the store confirmed does count.
+        core.wrote(&attempt);
+        assert_eq!(core.highest_seen(), Generation(4));
     }
 
     #[test]
@@ -541,7 +589,7 @@ mod tests {
         assert_eq!(advertised_ttl_ms(Duration::from_millis(3000)), 3000);
         assert_eq!(advertised_ttl_ms(Duration::from_nanos(3_000_000_001)), 3001);
         assert_eq!(advertised_ttl_ms(Duration::from_micros(1500)), 2);
-        let mut core = Core::new(
+        let core = Core::new(
             Timing { ttl: Duration::from_micros(29_999_500), ..timing() },
             Policy::Safe,
             "me".into(),

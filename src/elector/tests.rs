@@ -611,6 +611,7 @@ async fn a_term_lost_during_its_lock_delay_never_starts() {
 #[tokio::test(start_paused = true)]
 async fn a_stop_during_the_lock_delay_waits_it_out_and_releases_without_starting() {
     let takeover = crash_the_leader(Duration::from_secs(5)).await;
+    let mut b_events = takeover.b.elector.subscribe();
     takeover.until_b_took_over().await;
     let Takeover { store, b, timeline, task_b, .. } = takeover;
     let took_over = RealInstant::now();
@@ -623,6 +624,26 @@ async fn a_stop_during_the_lock_delay_waits_it_out_and_releases_without_starting
     let record = stored_record(&store);
     assert!(record.released && record.owner == "b", "{record:?}");
     assert!(timeline.first_term_of("b").is_none());
+    // Renewals during the delay are not announced either: no Renewed
+    // before an Acquired that never came.
+    let announced: Vec<_> = drain(&mut b_events)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Acquired { .. } | Event::Lost { .. } | Event::Renewed { .. }))
+        .collect();
+    assert!(announced.is_empty(), "{announced:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lead_future_dropped_during_its_lock_delay_leaves_the_lease_to_run_out() {
+    // A release now would let the next leader skip its own lock-delay while
+    // the crashed holder's requests may still be draining.
+    let takeover = crash_the_leader(Duration::from_secs(5)).await;
+    takeover.until_b_took_over().await;
+    advance(Duration::from_secs(1)).await;
+    takeover.task_b.abort();
+    advance(Duration::from_millis(100)).await;
+    let record = stored_record(&takeover.store);
+    assert!(!record.released && record.owner == "b", "released during the lock-delay: {record:?}");
 }
 
 #[tokio::test(start_paused = true)]
