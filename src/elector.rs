@@ -1080,21 +1080,14 @@ impl<B: Backend> Inner<B> {
                 // Never act on an unknown outcome: read back and look for the
                 // nonce. A read that fails leaves it unknown, and then the
                 // next campaign round will find out.
-                let expected = expected.cloned();
                 match self.read().await {
                     Ok(stored) if stored.record.nonce == nonce || planted::active(Bug::ActOnUnknownOutcome) => {
                         stored.version
                     }
-                    // What the write was conditional on is still there, so
-                    // the write may still be on its way and land later.
-                    Ok(stored) if Some(&stored.version) == expected.as_ref() => {
-                        return Ok(Taken::Unknown { nonce, expected });
+                    read if may_still_land(&read, expected) => {
+                        return Ok(Taken::Unknown { nonce, expected: expected.cloned() });
                     }
-                    Err(BackendError::NoLease) if expected.is_none() => {
-                        return Ok(Taken::Unknown { nonce, expected });
-                    }
-                    Ok(_) | Err(BackendError::NoLease) => return Ok(Taken::No),
-                    Err(_) => return Ok(Taken::Unknown { nonce, expected }),
+                    _ => return Ok(Taken::No),
                 }
             }
             Err(err) if err.is_fatal() => return Err(err.into()),
@@ -1131,12 +1124,8 @@ impl<B: Backend> Inner<B> {
                                 let (version, record) = (stored.version, stored.record);
                                 break Some(Held { version, record, sent_at: ends_at, ends_at, pending: Vec::new() });
                             }
-                            // Still what the write was conditional on: it
-                            // may yet land. Look again.
-                            Ok(stored) if Some(&stored.version) == expected.as_ref() => {}
-                            Err(BackendError::NoLease) if expected.is_none() => {}
-                            Ok(_) | Err(BackendError::NoLease) => break None,
-                            Err(_) => {}
+                            read if may_still_land(&read, expected.as_ref()) => {}
+                            _ => break None,
                         }
                         self.sleep_for(self.timing().poll_interval / 4).await;
                     }
@@ -1261,6 +1250,18 @@ enum Renewal {
 enum HoldEnd<T> {
     WorkDone(T),
     Lost(LossReason),
+}
+
+/// Whether a conditional write whose outcome is unknown (its nonce is not
+/// in `read`) may still land: the store still holds what it was conditional
+/// on (`expected`, or nothing for a create), or the read failed and says
+/// nothing.
+fn may_still_land(read: &Result<Stored, BackendError>, expected: Option<&Version>) -> bool {
+    match read {
+        Ok(stored) => Some(&stored.version) == expected,
+        Err(BackendError::NoLease) => expected.is_none(),
+        Err(_) => true,
+    }
 }
 
 /// How a takeover write turned out.

@@ -12,8 +12,8 @@ use crate::history::{Entry, Event};
 
 /// Reports every place a token went down.
 pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
-    let mut stored: Option<(u64, &str)> = None;
-    let mut stored_max: Option<(u64, &str)> = None;
+    let mut stored: Option<u64> = None;
+    let mut stored_max: Option<u64> = None;
     let mut acquired: Option<(u64, &str)> = None;
     // L2, per node process: the last generation `observe()` reported.
     let mut observed: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
@@ -25,7 +25,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                 let Some(generation) = op.generation else {
                     continue;
                 };
-                if let Some((previous, _)) = stored
+                if let Some(previous) = stored
                     && generation < previous
                 {
                     violations.push(Violation {
@@ -36,14 +36,14 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                         detail: format!("the stored generation went down from {previous} to {generation}"),
                     });
                 }
-                stored = Some((generation, &entry.node));
-                stored_max = Some((stored_max.map_or(generation, |(max, _)| generation.max(max)), &entry.node));
+                stored = Some(generation);
+                stored_max = Some(stored_max.map_or(generation, |max| generation.max(max)));
             }
             Event::Acquired { generation } => {
                 // A leader context handed out for a generation the store has
                 // already moved past belongs to a term that was over before
                 // it began (lost during its lock-delay, say).
-                if let Some((newest, _)) = stored_max
+                if let Some(newest) = stored_max
                     && newest > *generation
                 {
                     violations.push(Violation {

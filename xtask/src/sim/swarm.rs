@@ -318,17 +318,18 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
     let end_ms = at_ms + fault.span_ms;
     let node = fault.target.map_or(LEADER.to_string(), |index| nodes[index % nodes.len()].name.clone());
     let at = |at_ms: u64, action: Action| Scheduled { at_ms, action };
-    let heal = |schedule: &mut Vec<Scheduled>| {
-        // `@leader` may name another node by the time the fault heals, so
-        // that case heals every node's link to the store.
+    // Undoes a fault on the link to the store at its end. `@leader` may name
+    // another node by then, so that case undoes it for every node's link.
+    let heal = |schedule: &mut Vec<Scheduled>, undo: fn(String) -> Action| {
         let names: Vec<String> = match fault.target {
             Some(_) => vec![node.clone()],
             None => nodes.iter().map(|node| node.name.clone()).collect(),
         };
         for name in names {
-            schedule.push(at(end_ms, Action::Repair { a: name, b: "s3".into() }));
+            schedule.push(at(end_ms, undo(name)));
         }
     };
+    let repair: fn(String) -> Action = |a| Action::Repair { a, b: "s3".into() };
     match fault.kind {
         Kind::CrashRestart => {
             schedule.push(at(at_ms, Action::Crash { node: node.clone() }));
@@ -338,11 +339,11 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
         }
         Kind::PartitionFromStore => {
             schedule.push(at(at_ms, Action::Partition { a: node.clone(), b: "s3".into() }));
-            heal(schedule);
+            heal(schedule, repair);
         }
         Kind::RepliesLost => {
             schedule.push(at(at_ms, Action::PartitionOneway { from: "s3".into(), to: node.clone() }));
-            heal(schedule);
+            heal(schedule, repair);
         }
         Kind::Pause => schedule.push(at(at_ms, Action::Pause { node, for_ms: fault.span_ms })),
         Kind::StepBack => schedule.push(at(at_ms, Action::StepClock { node, by_ms: -(fault.span_ms as i64) * 10 })),
@@ -358,16 +359,8 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
             schedule.push(at(at_ms, Action::WriteRecord { record }));
         }
         Kind::Stall => {
-            // A stall aimed at the leader is released for every node, as a
-            // heal is: `@leader` may name another node by then.
             schedule.push(at(at_ms, Action::Hold { a: node.clone(), b: "s3".into() }));
-            let names: Vec<String> = match fault.target {
-                Some(_) => vec![node],
-                None => nodes.iter().map(|node| node.name.clone()).collect(),
-            };
-            for name in names {
-                schedule.push(at(end_ms, Action::Release { a: name, b: "s3".into() }));
-            }
+            heal(schedule, |a| Action::Release { a, b: "s3".into() });
         }
     }
 }
