@@ -182,10 +182,14 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // Who can contend, as the schedule changes it; the liveness checker's
     // windows.
     let mut reach = Reach::default();
-    let mut contention = vec![(0, world.node_names())];
+    let names = world.node_names();
+    let mut contention = vec![(0, names.clone())];
 
     while sim.elapsed() < duration {
         let now = sim.elapsed();
+        // Who can contend changes only when an action applies or a pause
+        // ends: looked at then, not on every tick.
+        let mut reach_changed = false;
         while let Some(scheduled) = schedule.next_if(|s| Duration::from_millis(s.at_ms) <= now) {
             let action = if scheduled.action.hosts().contains(&LEADER) {
                 let entries = history.entries();
@@ -207,6 +211,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             };
             apply(&mut sim, &action, &controls, &reach, &mut resumes, now, &history);
             reach.apply(&action, now);
+            reach_changed = true;
             *fault_counts.entry(action.verb()).or_default() += 1;
         }
         resumes.retain(|(at, node, held)| {
@@ -218,11 +223,14 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             for other in held.iter().filter(|other| !reach.cut(node, other)) {
                 sim.release(node.as_str(), other.as_str());
             }
+            reach_changed = true;
             false
         });
-        let contenders = reach.contenders(&world.node_names(), now);
-        if contention.last().is_none_or(|(_, last)| *last != contenders) {
-            contention.push((now.as_micros() as u64, contenders));
+        if reach_changed {
+            let contenders = reach.contenders(&names, now);
+            if contention.last().is_none_or(|(_, last)| *last != contenders) {
+                contention.push((now.as_micros() as u64, contenders));
+            }
         }
         sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
         for event in received.try_iter() {
