@@ -17,6 +17,9 @@ mod store;
 #[derive(Debug, Parser)]
 #[command(name = "hoplock", version, about, propagate_version = true)]
 struct Cli {
+    /// How log lines are written to stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "HOPLOCK_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -38,14 +41,14 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Hrw(command) => hrw_main(command),
         Command::Run(args) => {
-            init_logging();
+            init_logging(cli.log_format);
             match runtime().and_then(|runtime| runtime.block_on(run::run(args)).map_err(|err| err.to_string())) {
                 Ok(code) => ExitCode::from(code),
                 Err(error) => fail(&error),
             }
         }
         Command::Lease(command) => {
-            init_logging();
+            init_logging(cli.log_format);
             let mut stdout = std::io::stdout().lock();
             let result = runtime()
                 .and_then(|runtime| runtime.block_on(lease::run(command, &mut stdout)).map_err(|err| err.to_string()));
@@ -86,13 +89,33 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// Logs to stderr: leadership changes at info, renewals at debug (set
-/// `HOPLOCK_LOG=debug` to see them).
-fn init_logging() {
+/// `HOPLOCK_LOG=debug` to see them). Colour only on a terminal, and never
+/// with `NO_COLOR` set; `HOPLOCK_LOG_FORMAT=json` (or `--log-format json`)
+/// writes one JSON object per line for log shippers.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     let level = match std::env::var("HOPLOCK_LOG").as_deref() {
         Ok("debug") => tracing::Level::DEBUG,
         Ok("warn") => tracing::Level::WARN,
         Ok("error") => tracing::Level::ERROR,
         _ => tracing::Level::INFO,
     };
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
+    let builder = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+        LogFormat::Text => {
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            builder.with_ansi(colour).init();
+        }
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }

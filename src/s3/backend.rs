@@ -19,7 +19,8 @@ use http::{Method, Request, Response, StatusCode};
 use tracing::warn;
 
 use super::config::{Addressing, EtagStyle, S3Config};
-use super::sigv4::{Signer, encode_key};
+use super::credentials::refresh::CredentialCache;
+use super::sigv4::encode_key;
 use super::transport::{HttpTransport, ReqwestTransport, TransportError, TransportErrorKind};
 use super::xml::{S3Error, parse_http_date};
 use crate::backend::{Backend, BackendError, Stored, Version};
@@ -44,11 +45,15 @@ use crate::lease::LeaseRecord;
 pub struct S3Backend {
     target: Arc<Target>,
     key: String,
-    signer: Arc<Signer>,
+    credentials: Arc<CredentialCache>,
     transport: Arc<dyn HttpTransport>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     skew_warned: Arc<AtomicBool>,
+    /// Set when the last read of this key was refused with 403
+    /// AccessDenied, which S3 also answers for a missing key when the caller
+    /// may not list the bucket. The next conditional create settles it.
+    read_denied: Arc<AtomicBool>,
 }
 
 /// Where requests go, resolved once from the configuration.
@@ -99,6 +104,8 @@ pub struct Verification {
 
 /// How one request failed before any S3 status could be mapped.
 enum Failure {
+    /// No keys to sign with; nothing was sent.
+    Credentials(BackendError),
     Transport(TransportError),
     Timeout,
 }
@@ -120,23 +127,46 @@ impl S3Backend {
         entropy: Arc<dyn Entropy>,
     ) -> Result<S3Backend, BackendError> {
         let target = Target::new(&config)?;
-        let credentials = config.credentials.resolve()?;
-        let signer = Signer::new(credentials, config.region.clone())
-            .map_err(|err| BackendError::Config(format!("cannot sign requests: {err}")))?;
+        let provider = config.credentials.provider(&config.region)?;
+        let credentials = CredentialCache::new(provider, config.region.clone(), transport.clone(), clock.clone())?;
         Ok(S3Backend {
             target: Arc::new(target),
             key: config.key,
-            signer: Arc::new(signer),
+            credentials: Arc::new(credentials),
             transport,
             clock,
             entropy,
             skew_warned: Arc::new(AtomicBool::new(false)),
+            read_denied: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// A backend with a credential source already resolved, for tests of
+    /// sources the environment would otherwise have to name.
+    #[cfg(test)]
+    fn with_provider(
+        config: S3Config,
+        provider: super::credentials::providers::Provider,
+        transport: Arc<dyn HttpTransport>,
+        clock: Arc<dyn Clock>,
+    ) -> S3Backend {
+        let credentials =
+            CredentialCache::new(provider, config.region.clone(), transport.clone(), clock.clone()).unwrap();
+        S3Backend {
+            target: Arc::new(Target::new(&config).unwrap()),
+            key: config.key,
+            credentials: Arc::new(credentials),
+            transport,
+            clock,
+            entropy: Arc::new(OsEntropy),
+            skew_warned: Arc::new(AtomicBool::new(false)),
+            read_denied: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// The same store and settings, for another key.
     pub fn with_key(&self, key: impl Into<String>) -> S3Backend {
-        S3Backend { key: key.into(), ..self.clone() }
+        S3Backend { key: key.into(), read_denied: Arc::new(AtomicBool::new(false)), ..self.clone() }
     }
 
     /// The lease record's key.
@@ -254,10 +284,22 @@ impl S3Backend {
         let mut request = builder
             .body(body)
             .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
-        self.signer
+        // Waits only for the very first keys; after that, keys in hand are
+        // used and an expired set fails at once (see `credentials`).
+        let deadline = self.clock.now() + self.target.request_timeout;
+        let signer = tokio::select! {
+            biased;
+            signer = self.credentials.signer() => signer.map_err(Failure::Credentials)?,
+            () = self.clock.sleep_until(deadline) => {
+                return Err(Failure::Credentials(BackendError::Transient(format!(
+                    "no S3 credentials yet from {}",
+                    self.credentials.source()
+                ))));
+            }
+        };
+        signer
             .sign(&mut request, self.clock.wall())
             .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
-        let deadline = self.clock.now() + self.target.request_timeout;
         let response = tokio::select! {
             biased;
             result = self.transport.send(request) => result.map_err(Failure::Transport)?,
@@ -300,6 +342,14 @@ impl S3Backend {
     }
 
     /// Maps an unsuccessful answer to the error the caller can act on.
+    ///
+    /// The grouping follows what the answer proves. Any 4xx proves the
+    /// request was refused, so a refused write changed nothing; a 5xx or an
+    /// unknown answer to a write may come after the write was applied, so it
+    /// stays [`BackendError::Ambiguous`] and the elector reads its nonce
+    /// back. Only answers that need a person (a wrong secret, a missing
+    /// bucket, a denied permission, a provider without conditional writes)
+    /// are fatal; throttling, timeouts and unknown refusals are retried.
     fn refusal(&self, response: &Response<Bytes>, op: Op) -> BackendError {
         let status = response.status();
         let error = S3Error::parse(response.body());
@@ -317,11 +367,15 @@ impl S3Backend {
                 "the provider refused a conditional request ({detail}): it cannot do conditional writes, \
                  so it cannot hold a lease; use another store"
             )),
+            (400 | 403, "ExpiredToken" | "TokenRefreshRequired") => self.expired(detail),
             (403, "SignatureDoesNotMatch") => BackendError::Config(format!(
                 "the secret access key is wrong: check AWS_SECRET_ACCESS_KEY or the credentials profile ({detail})"
             )),
             (403, "InvalidAccessKeyId") => BackendError::Config(format!(
                 "the access key id is unknown to this store: check AWS_ACCESS_KEY_ID or the profile ({detail})"
+            )),
+            (400 | 403, "InvalidToken") => BackendError::Config(format!(
+                "the session token is not valid for these keys: check AWS_SESSION_TOKEN or the profile ({detail})"
             )),
             (403, "RequestTimeTooSkewed") => {
                 let skew = server_skew(response, self.clock.wall())
@@ -331,20 +385,67 @@ impl S3Backend {
                      fix the clock ({detail})"
                 ))
             }
+            (403, _) if op == Op::Read => BackendError::Config(format!(
+                "access denied reading {}/{}: the credentials need s3:GetObject on the lease key (S3 also \
+                 answers 403 for a missing key when s3:ListBucket is not granted) ({detail})",
+                self.target.bucket, self.key
+            )),
             (403, _) => BackendError::Config(format!(
-                "access denied: the credentials need s3:GetObject and s3:PutObject on {}/{} ({detail})",
+                "access denied writing {}/{}: the credentials need s3:PutObject on the lease key ({detail})",
                 self.target.bucket, self.key
             )),
             (301 | 307 | 400, "PermanentRedirect" | "AuthorizationHeaderMalformed") => BackendError::Config(format!(
                 "the bucket is in another region or needs another endpoint: set the region ({detail})"
             )),
-            (status, "SlowDown") | (status @ 500..=599, _) if !conditional => {
-                let _ = status;
-                BackendError::Transient(detail)
-            }
-            (500..=599, _) => BackendError::Ambiguous(detail),
-            (400..=499, _) => BackendError::Config(format!("the store refused the request: {detail}")),
+            // A server error may come after a write was applied.
+            (500..=599, _) if conditional => BackendError::Ambiguous(detail),
+            (500..=599, _) => BackendError::Transient(detail),
+            // Throttling (429, 400 Throttling), a body the server gave up
+            // waiting for (408, 400 RequestTimeout) and any other refusal:
+            // nothing changed, and trying again later may help.
+            (400..=499, _) => BackendError::Transient(format!("the store refused the request: {detail}")),
+            // Anything else (a redirect we do not follow, an unknown status)
+            // proves nothing about a write.
+            _ if conditional => BackendError::Ambiguous(format!("unexpected answer: {detail}")),
             _ => BackendError::Transient(format!("unexpected answer: {detail}")),
+        }
+    }
+
+    /// The answer to a request signed with expired temporary credentials.
+    /// Nothing was applied. A source that refreshes will have new ones
+    /// soon, so that is a passing failure; static keys never recover.
+    fn expired(&self, detail: String) -> BackendError {
+        if self.credentials.refreshes() {
+            BackendError::Transient(format!("the credentials expired and are being refreshed: {detail}"))
+        } else {
+            BackendError::Config(format!(
+                "the session token has expired and these credentials cannot be refreshed: \
+                 replace AWS_SESSION_TOKEN or use a refreshing credential source ({detail})"
+            ))
+        }
+    }
+
+    /// After a read refused with 403 was taken for a missing key, a create
+    /// failed: the key exists. One more read tells why the first was
+    /// refused. If it is refused again, this identity may not read an
+    /// existing key, and no campaign can work; if it succeeds, another
+    /// elector simply created the key in between.
+    async fn settle_denied_read(&self) -> BackendError {
+        match self.send(Method::GET, &[], Bytes::new()).await {
+            Ok(response) if is_access_denied(&response) => {
+                let detail = describe(response.status(), &S3Error::parse(response.body()));
+                BackendError::Config(format!(
+                    "the lease key {}/{} exists but reading it is denied: grant s3:GetObject on it ({detail})",
+                    self.target.bucket, self.key
+                ))
+            }
+            Ok(response) => {
+                if response.status() == StatusCode::OK || response.status() == StatusCode::NOT_FOUND {
+                    self.read_denied.store(false, Ordering::Relaxed);
+                }
+                BackendError::LeaseHeld
+            }
+            Err(_) => BackendError::LeaseHeld,
         }
     }
 
@@ -361,6 +462,15 @@ enum Op {
     Read,
     Write,
     Delete,
+}
+
+/// A 403 that only says access was denied (not a bad signature, key,
+/// token or clock, which have codes of their own).
+fn is_access_denied(response: &Response<Bytes>) -> bool {
+    response.status() == StatusCode::FORBIDDEN && {
+        let code = S3Error::parse(response.body()).code;
+        code.is_empty() || code == "AccessDenied"
+    }
 }
 
 fn describe(status: StatusCode, error: &S3Error) -> String {
@@ -393,6 +503,7 @@ fn server_skew(response: &Response<Bytes>, local: SystemTime) -> Option<f64> {
 /// an unknown outcome.
 fn failure_to_error(failure: Failure, is_write: bool) -> BackendError {
     match failure {
+        Failure::Credentials(err) => err,
         Failure::Transport(err) if err.kind == TransportErrorKind::Config => {
             BackendError::Config(format!("cannot send the request: {}", err.message))
         }
@@ -471,13 +582,29 @@ impl Backend for S3Backend {
         loop {
             let error = match self.send(Method::GET, &[], Bytes::new()).await {
                 Ok(response) if response.status() == StatusCode::OK => {
+                    self.read_denied.store(false, Ordering::Relaxed);
                     let version = self.etag(&response)?;
                     return match LeaseRecord::decode(response.body()) {
                         Ok(record) => Ok(Stored { record, version }),
                         Err(reason) => Err(BackendError::Corrupt { version, reason }),
                     };
                 }
-                Ok(response) => self.refusal(&response, Op::Read),
+                Ok(response) if is_access_denied(&response) => {
+                    // S3 answers a GET of a missing key with 403 instead of
+                    // 404 when the caller may not list the bucket, which the
+                    // documented policy does not grant. Take it as missing:
+                    // the elector's next step is a create with
+                    // `If-None-Match: *`, which succeeds only if the key is
+                    // missing, and `write` tells the other case apart.
+                    self.read_denied.store(true, Ordering::Relaxed);
+                    return Err(BackendError::NoLease);
+                }
+                Ok(response) => {
+                    if response.status() == StatusCode::NOT_FOUND {
+                        self.read_denied.store(false, Ordering::Relaxed);
+                    }
+                    self.refusal(&response, Op::Read)
+                }
                 Err(failure) => failure_to_error(failure, false),
             };
             // Reads change nothing, so retrying them is safe; only trouble
@@ -504,7 +631,14 @@ impl Backend for S3Backend {
             .send(Method::PUT, &headers, Bytes::from(record.encode()))
             .await
             .map_err(|f| failure_to_error(f, true))?;
-        if response.status().is_success() { self.etag(&response) } else { Err(self.refusal(&response, Op::Write)) }
+        if response.status().is_success() {
+            return self.etag(&response);
+        }
+        let error = self.refusal(&response, Op::Write);
+        if expected.is_none() && error == BackendError::LeaseHeld && self.read_denied.load(Ordering::Relaxed) {
+            return Err(self.settle_denied_read().await);
+        }
+        Err(error)
     }
 
     async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
@@ -516,6 +650,7 @@ impl Backend for S3Backend {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // Tests watch tokio's paused time as "real time".
 mod tests {
     use std::sync::Arc;
 
@@ -654,6 +789,268 @@ mod tests {
         assert!(matches!(&err, BackendError::Transient(m) if m.contains("cannot reach")), "{err:?}");
         let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
         assert!(matches!(err, BackendError::Transient(_)), "nothing was sent, so nothing happened");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttling_and_timeouts_are_retried_and_only_a_5xx_write_is_ambiguous() {
+        type Expect = fn(&BackendError) -> bool;
+        let transient: Expect = |e| matches!(e, BackendError::Transient(_));
+        let ambiguous: Expect = |e| matches!(e, BackendError::Ambiguous(_));
+        // (status, code, what a read gets, what a write gets)
+        let cases: [(u16, &str, Expect, Expect); 9] = [
+            (429, "TooManyRequests", transient, transient),
+            (408, "", transient, transient),
+            (400, "RequestTimeout", transient, transient),
+            (400, "Throttling", transient, transient),
+            (400, "InvalidArgument", transient, transient),
+            (503, "SlowDown", transient, ambiguous),
+            (503, "ServiceUnavailable", transient, ambiguous),
+            (500, "InternalError", transient, ambiguous),
+            (302, "", transient, ambiguous),
+        ];
+        for (status, code, on_read, on_write) in cases {
+            let stub = StubTransport::new(move |_| reply(status, code));
+            let store = backend(&stub);
+            let err = store.read().await.unwrap_err();
+            assert!(on_read(&err) && !err.is_fatal(), "read {status} {code}: {err:?}");
+            let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
+            assert!(on_write(&err) && !err.is_fatal(), "write {status} {code}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_fatal_only_for_keys_that_cannot_be_refreshed() {
+        let stub = StubTransport::new(|_| reply(400, "ExpiredToken"));
+        let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
+        assert!(matches!(&err, BackendError::Config(m) if m.contains("cannot be refreshed")), "{err:?}");
+        let stub = StubTransport::new(|request| {
+            if request.uri().host() == Some("creds.test") {
+                let body =
+                    r#"{"AccessKeyId":"ASIA","SecretAccessKey":"S","Token":"T","Expiration":"2999-01-01T00:00:00Z"}"#;
+                return Ok(Response::builder().status(200).body(Bytes::from(body)).unwrap());
+            }
+            reply(403, "ExpiredToken")
+        });
+        let provider = super::super::credentials::providers::Provider::Container {
+            url: "http://creds.test/v2".into(),
+            token: None,
+            token_file: None,
+        };
+        let store = S3Backend::with_provider(config(), provider, Arc::new(stub.clone()), Arc::new(SystemClock::new()));
+        let err = store.read().await.unwrap_err();
+        assert!(matches!(&err, BackendError::Transient(m) if m.contains("refreshed")), "{err:?}");
+        let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
+        assert!(matches!(err, BackendError::Transient(_)), "a refused write changed nothing: {err:?}");
+        let signed = stub.requests().into_iter().find(|r| r.uri().host() != Some("creds.test")).unwrap();
+        assert_eq!(signed.headers()["x-amz-security-token"], "T");
+    }
+
+    /// One S3 object behind a stub transport, answering GET and conditional
+    /// PUT as S3 does. `deny_missing` makes a GET of the missing key a 403,
+    /// as S3 answers a caller without s3:ListBucket; `deny_reads` makes every
+    /// GET a 403. `faults` are answered first, one per request.
+    #[derive(Clone, Default)]
+    struct OneObject {
+        object: Arc<std::sync::Mutex<Option<(String, Bytes)>>>,
+        writes: Arc<std::sync::atomic::AtomicU64>,
+        faults: Arc<std::sync::Mutex<std::collections::VecDeque<(u16, &'static str)>>>,
+        deny_missing: bool,
+        deny_reads: Arc<AtomicBool>,
+    }
+
+    impl OneObject {
+        fn transport(&self) -> StubTransport {
+            let this = self.clone();
+            StubTransport::new(move |request| this.answer(request))
+        }
+
+        fn answer(&self, request: &http::Request<Bytes>) -> Result<Response<Bytes>, TransportError> {
+            if let Some((status, code)) = self.faults.lock().unwrap().pop_front() {
+                return reply(status, code);
+            }
+            let mut object = self.object.lock().unwrap();
+            let header = |name: &str| request.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+            match *request.method() {
+                Method::GET => match &*object {
+                    _ if self.deny_reads.load(Ordering::Relaxed) => reply(403, "AccessDenied"),
+                    None if self.deny_missing => reply(403, "AccessDenied"),
+                    None => reply(404, "NoSuchKey"),
+                    Some((etag, body)) => {
+                        Ok(Response::builder().status(200).header("etag", etag.as_str()).body(body.clone()).unwrap())
+                    }
+                },
+                Method::PUT => {
+                    let allowed = match (header("if-none-match"), header("if-match"), &*object) {
+                        (Some(_), _, None) => true,
+                        (None, Some(wanted), Some((etag, _))) => wanted == *etag,
+                        _ => false,
+                    };
+                    if !allowed {
+                        return reply(if object.is_none() && header("if-match").is_some() { 404 } else { 412 }, "x");
+                    }
+                    let etag = format!("\"{}\"", self.writes.fetch_add(1, Ordering::Relaxed));
+                    *object = Some((etag.clone(), request.body().clone()));
+                    Ok(Response::builder().status(200).header("etag", etag.as_str()).body(Bytes::new()).unwrap())
+                }
+                _ => reply(405, "MethodNotAllowed"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_read_as_403_is_settled_by_the_conditional_create() {
+        // GetObject and PutObject only: the missing key reads as 403, and
+        // the create proves it missing.
+        let s3 = OneObject { deny_missing: true, ..OneObject::default() };
+        let store = backend(&s3.transport());
+        assert_eq!(store.read().await, Err(BackendError::NoLease));
+        store.write(None, &sample_record(1, "x")).await.unwrap();
+        assert_eq!(store.read().await.unwrap().record, sample_record(1, "x"));
+
+        // Another elector created the key between our 403 and our create:
+        // an ordinary lost race, not a configuration error.
+        let s3 = OneObject { deny_missing: true, ..OneObject::default() };
+        let store = backend(&s3.transport());
+        assert_eq!(store.read().await, Err(BackendError::NoLease));
+        backend(&s3.transport()).write(None, &sample_record(1, "other")).await.unwrap();
+        assert_eq!(store.write(None, &sample_record(1, "x")).await, Err(BackendError::LeaseHeld));
+
+        // The key exists and reading it is denied: no campaign can work.
+        let s3 = OneObject::default();
+        backend(&s3.transport()).write(None, &sample_record(1, "other")).await.unwrap();
+        s3.deny_reads.store(true, Ordering::Relaxed);
+        let store = backend(&s3.transport());
+        assert_eq!(store.read().await, Err(BackendError::NoLease));
+        let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
+        assert!(matches!(&err, BackendError::Config(m) if m.contains("s3:GetObject")), "{err:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_the_documented_policy_the_first_campaign_on_a_fresh_key_leads() {
+        let s3 = OneObject { deny_missing: true, ..OneObject::default() };
+        let elector = crate::Elector::builder(backend(&s3.transport())).owner("a").build().unwrap();
+        let term = tokio::time::timeout(
+            Duration::from_secs(30),
+            elector.lead(|ctx, lease| async move {
+                drop(ctx);
+                lease.generation
+            }),
+        )
+        .await
+        .expect("elected within 30 s")
+        .unwrap();
+        assert_eq!((term.output, term.generation), (crate::Generation(1), crate::Generation(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttling_burst_neither_ends_a_term_nor_a_campaign() {
+        use crate::elector::Event;
+        let s3 = OneObject::default();
+        let ttl = Duration::from_secs(9);
+        // A contender throttled while it campaigns keeps campaigning.
+        s3.faults.lock().unwrap().extend([(429, "TooManyRequests"), (503, "SlowDown"), (400, "Throttling")]);
+        let elector = crate::Elector::builder(backend(&s3.transport())).owner("a").ttl(ttl).build().unwrap();
+        let mut events = elector.run();
+        let generation = loop {
+            match tokio::time::timeout(Duration::from_secs(60), events.next()).await.expect("elected").unwrap() {
+                Event::Acquired { lease, .. } => break lease.generation,
+                Event::Lost { .. } => panic!("lost before it led"),
+                _ => {}
+            }
+        };
+        // A burst of throttling answers across several renewals does not
+        // end the term: each renewal is retried until the term's deadline.
+        s3.faults.lock().unwrap().extend([(429, "TooManyRequests"), (503, "SlowDown"), (400, "Throttling"), (429, "")]);
+        let watch = tokio::time::sleep(ttl * 3);
+        tokio::pin!(watch);
+        let mut renewed = 0;
+        loop {
+            tokio::select! {
+                () = &mut watch => break,
+                event = events.next() => match event.unwrap() {
+                    Event::Lost { reason, .. } => panic!("the term ended in a throttling burst: {reason:?}"),
+                    Event::Renewed { generation: g } => {
+                        assert_eq!(g, generation);
+                        renewed += 1;
+                    }
+                    _ => {}
+                },
+            }
+        }
+        assert!(s3.faults.lock().unwrap().is_empty(), "the burst was served");
+        assert!(renewed >= 3, "renewed {renewed} times");
+        assert!(elector.is_leader());
+        elector.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_are_refreshed_in_the_background_and_a_term_never_notices() {
+        use std::collections::BTreeMap;
+
+        use crate::clock::DriftingClock;
+        use crate::elector::Event;
+        let clock = Arc::new(DriftingClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000), 0));
+        let s3 = OneObject::default();
+        // Key id -> expiry, for every set of keys handed out; and for every
+        // S3 request, the key id and the time it was signed at.
+        let issued: Arc<std::sync::Mutex<BTreeMap<String, SystemTime>>> = Arc::default();
+        let used: Arc<std::sync::Mutex<Vec<(String, SystemTime)>>> = Arc::default();
+        let stub = {
+            let (s3, issued, used, clock) = (s3.clone(), issued.clone(), used.clone(), clock.clone());
+            StubTransport::new(move |request| {
+                if request.uri().host() == Some("creds.test") {
+                    let mut issued = issued.lock().unwrap();
+                    let id = format!("ASIA{}", issued.len());
+                    let expires = clock.wall() + Duration::from_secs(120);
+                    issued.insert(id.clone(), expires);
+                    let body = format!(
+                        r#"{{"AccessKeyId":"{id}","SecretAccessKey":"S","Token":"T","Expiration":"{}"}}"#,
+                        crate::rfc3339::format(expires)
+                    );
+                    return Ok(Response::builder().status(200).body(Bytes::from(body)).unwrap());
+                }
+                let authorization = request.headers()["authorization"].to_str().unwrap();
+                let id = authorization.split("Credential=").nth(1).unwrap().split('/').next().unwrap().to_string();
+                used.lock().unwrap().push((id, clock.wall()));
+                s3.answer(request)
+            })
+        };
+        let provider = super::super::credentials::providers::Provider::Container {
+            url: "http://creds.test/v2".into(),
+            token: None,
+            token_file: None,
+        };
+        let store = S3Backend::with_provider(config(), provider, Arc::new(stub), clock.clone());
+        let elector =
+            crate::Elector::builder(store).owner("a").ttl(Duration::from_secs(9)).clock(clock.clone()).build().unwrap();
+        let mut events = elector.run();
+        let watch = tokio::time::sleep(Duration::from_secs(600));
+        tokio::pin!(watch);
+        let (mut acquired, mut renewed) = (0, 0);
+        loop {
+            tokio::select! {
+                () = &mut watch => break,
+                event = events.next() => match event.unwrap() {
+                    Event::Acquired { .. } => acquired += 1,
+                    Event::Renewed { .. } => renewed += 1,
+                    Event::Lost { reason, .. } => panic!("the term ended: {reason:?}"),
+                    Event::Error { error } => panic!("a request failed: {error}"),
+                },
+            }
+        }
+        elector.stop();
+        let issued = issued.lock().unwrap().clone();
+        let used = used.lock().unwrap().clone();
+        // Keys that live two minutes are replaced after one, so ten
+        // minutes see about ten sets, and the term went on throughout.
+        assert_eq!(acquired, 1);
+        assert!(renewed > 100, "renewed {renewed} times");
+        assert!((9..=12).contains(&issued.len()), "{} sets of keys", issued.len());
+        let distinct: std::collections::BTreeSet<&String> = used.iter().map(|(id, _)| id).collect();
+        assert!(distinct.len() >= 9, "S3 requests used {} sets of keys", distinct.len());
+        for (id, at) in &used {
+            assert!(*at < issued[id], "{id} was used after it expired");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! # Deployment
 //!
 //! The electors need only `s3:GetObject` and `s3:PutObject` on the lease key;
-//! they never delete it. A minimal IAM policy:
+//! they never delete it. This policy is enough:
 //!
 //! ```json
 //! {
@@ -21,9 +21,42 @@
 //! }
 //! ```
 //!
+//! Without `s3:ListBucket`, S3 answers a GET of a key that does not exist
+//! with `403 AccessDenied` rather than `404`. The backend takes that 403 as
+//! "maybe missing" and lets the conditional create settle it: `If-None-Match:
+//! *` succeeds only on a missing key, so the first campaign on a fresh key
+//! proceeds as after a 404, and a 412 followed by another 403 proves the key
+//! exists but may not be read, which is reported as a configuration error
+//! naming `s3:GetObject`. Granting `s3:ListBucket` is not needed, and it lets
+//! the holder list every key name in the bucket (restrict it with an
+//! `s3:prefix` condition if you grant it).
+//!
 //! [`S3Backend::verify`] writes a scratch key next to the lease key, so it
 //! also needs `s3:PutObject` (and `s3:DeleteObject` to clean up) on
 //! `leases/scheduler.json.verify-*`.
+//!
+//! # Credentials
+//!
+//! [`credentials::CredentialSource::Default`] tries, in this order, the
+//! sources the AWS SDKs try: the environment (`AWS_ACCESS_KEY_ID`, ...), the
+//! shared config and credentials files (`AWS_PROFILE`; static keys,
+//! `role_arn` with `source_profile` or `credential_source`, web identity,
+//! `credential_process`), web identity from `AWS_WEB_IDENTITY_TOKEN_FILE`
+//! (EKS), container credentials (ECS, EKS Pod Identity), and EC2 instance
+//! metadata (IMDSv2). SSO profiles are not read. Temporary keys are
+//! refreshed in the background ahead of expiry; see [`credentials`].
+//!
+//! # Errors
+//!
+//! An answer is grouped by what it proves. A 4xx proves the request was
+//! refused, so nothing changed: throttling (429, `SlowDown` on a read,
+//! `Throttling`), timeouts (408, `RequestTimeout`) and unknown refusals are
+//! passing errors the elector retries. A 5xx or a lost reply to a write may
+//! come after the write applied, so it is ambiguous and settled by reading
+//! the nonce back. `ExpiredToken` passes when the keys refresh and is fatal
+//! for static keys. Only what needs a person ends a campaign: a wrong secret
+//! or key id, a missing bucket, a denied permission, a provider without
+//! conditional writes.
 //!
 //! **Nothing may delete or expire the lease key.** A lifecycle rule, a
 //! cleanup script or a bucket migration that removes it resets the fencing

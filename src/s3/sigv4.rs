@@ -196,7 +196,7 @@ impl Signer {
     pub fn sign<B: AsRef<[u8]>>(&self, request: &mut Request<B>, now: SystemTime) -> Result<(), SignError> {
         let time = AmzTime::from_system_time(now)?;
         let key = self.signing_key(&time.date);
-        sign_with_key(request, &self.credentials, &self.region, &time, &key)
+        sign_with_key(request, &self.credentials, &self.region, SERVICE, &time, &key)
     }
 
     fn signing_key(&self, date: &[u8; 8]) -> [u8; 32] {
@@ -208,7 +208,7 @@ impl Signer {
         {
             return cached.key;
         }
-        let key = derive_signing_key(&self.credentials.secret_access_key, date, &self.region);
+        let key = derive_signing_key(&self.credentials.secret_access_key, date, &self.region, SERVICE);
         *cache = Some(CachedKey { date: *date, key });
         key
     }
@@ -265,14 +265,30 @@ pub fn sign<B: AsRef<[u8]>>(
 ) -> Result<(), SignError> {
     validate_scope_parts(&credentials.access_key_id, region)?;
     let time = AmzTime::from_system_time(now)?;
-    let key = derive_signing_key(&credentials.secret_access_key, &time.date, region);
-    sign_with_key(request, credentials, region, &time, &key)
+    let key = derive_signing_key(&credentials.secret_access_key, &time.date, region, SERVICE);
+    sign_with_key(request, credentials, region, SERVICE, &time, &key)
+}
+
+/// Signs `request` as [`sign`] does, for another AWS service than S3 (the
+/// credential providers sign STS `AssumeRole` calls with it).
+pub fn sign_for_service<B: AsRef<[u8]>>(
+    request: &mut Request<B>,
+    credentials: &Credentials,
+    region: &str,
+    service: &str,
+    now: SystemTime,
+) -> Result<(), SignError> {
+    validate_scope_parts(&credentials.access_key_id, region)?;
+    let time = AmzTime::from_system_time(now)?;
+    let key = derive_signing_key(&credentials.secret_access_key, &time.date, region, service);
+    sign_with_key(request, credentials, region, service, &time, &key)
 }
 
 fn sign_with_key<B: AsRef<[u8]>>(
     request: &mut Request<B>,
     credentials: &Credentials,
     region: &str,
+    service: &str,
     time: &AmzTime,
     key: &[u8; 32],
 ) -> Result<(), SignError> {
@@ -313,7 +329,7 @@ fn sign_with_key<B: AsRef<[u8]>>(
     let signed = signed_header_names(request.headers());
     let canonical =
         canonical_request(request.method().as_str(), request.uri(), request.headers(), &signed, &payload_hash);
-    let scope = Scope { date: &time.date, region };
+    let scope = Scope { date: &time.date, region, service };
     let string_to_sign = string_to_sign(&time.date_time, &scope, &canonical);
     let signature = hex(&hmac(key, string_to_sign.as_bytes()));
 
@@ -386,17 +402,18 @@ fn validate_scope_parts(access_key_id: &str, region: &str) -> Result<(), SignErr
 // Canonical request, string to sign, signing key.
 // ---------------------------------------------------------------------------
 
-/// The credential scope `DATE/REGION/s3/aws4_request`.
+/// The credential scope `DATE/REGION/SERVICE/aws4_request`.
 struct Scope<'a> {
     date: &'a [u8; 8],
     region: &'a str,
+    service: &'a str,
 }
 
 impl fmt::Display for Scope<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The date is always eight ASCII digits (see `AmzTime`).
         let date = std::str::from_utf8(self.date).unwrap_or("00000000");
-        write!(f, "{date}/{}/{SERVICE}/aws4_request", self.region)
+        write!(f, "{date}/{}/{}/aws4_request", self.region, self.service)
     }
 }
 
@@ -593,13 +610,13 @@ fn string_to_sign(date_time: &str, scope: &Scope<'_>, canonical_request: &[u8]) 
     format!("{ALGORITHM}\n{date_time}\n{scope}\n{}", hex(&Sha256::digest(canonical_request)))
 }
 
-fn derive_signing_key(secret: &str, date: &[u8; 8], region: &str) -> [u8; 32] {
+fn derive_signing_key(secret: &str, date: &[u8; 8], region: &str, service: &str) -> [u8; 32] {
     let mut first_key = Vec::with_capacity(4 + secret.len());
     first_key.extend_from_slice(b"AWS4");
     first_key.extend_from_slice(secret.as_bytes());
     let date_key = hmac(&first_key, date);
     let region_key = hmac(&date_key, region.as_bytes());
-    let service_key = hmac(&region_key, SERVICE.as_bytes());
+    let service_key = hmac(&region_key, service.as_bytes());
     hmac(&service_key, b"aws4_request")
 }
 
@@ -1024,11 +1041,11 @@ pub fn verify<B: AsRef<[u8]>>(
 
     let signed: Vec<&str> = authorization.signed_headers.iter().map(String::as_str).collect();
     let canonical = canonical_request(request.method().as_str(), request.uri(), headers, &signed, payload_hash);
-    let scope = Scope { date: &authorization.date, region: &authorization.region };
+    let scope = Scope { date: &authorization.date, region: &authorization.region, service: SERVICE };
     // `date_time` was checked to be 16 ASCII characters above.
     let date_time = std::str::from_utf8(date_time).unwrap_or("");
     let string_to_sign = string_to_sign(date_time, &scope, &canonical);
-    let key = derive_signing_key(secret_access_key, &authorization.date, &authorization.region);
+    let key = derive_signing_key(secret_access_key, &authorization.date, &authorization.region, SERVICE);
     let expected = hmac(&key, string_to_sign.as_bytes());
     if !constant_time_eq(&expected, &authorization.signature) {
         return Err(VerifyError::SignatureDoesNotMatch {
@@ -1087,7 +1104,7 @@ mod tests {
              host;range;x-amz-content-sha256;x-amz-date\n{EMPTY_SHA256}"
         );
         assert_eq!(canonical_of(&request), expected);
-        let scope = Scope { date: b"20130524", region: "us-east-1" };
+        let scope = Scope { date: b"20130524", region: "us-east-1", service: SERVICE };
         assert_eq!(
             string_to_sign("20130524T000000Z", &scope, expected.as_bytes()),
             "AWS4-HMAC-SHA256\n20130524T000000Z\n20130524/us-east-1/s3/aws4_request\n\
@@ -1400,8 +1417,8 @@ mod tests {
             .unwrap();
         let signed = signed_header_names(request.headers());
         let canonical = canonical_request("PUT", request.uri(), request.headers(), &signed, UNSIGNED_PAYLOAD);
-        let scope = Scope { date: b"20130524", region: "r" };
-        let key = derive_signing_key("SK", b"20130524", "r");
+        let scope = Scope { date: b"20130524", region: "r", service: SERVICE };
+        let key = derive_signing_key("SK", b"20130524", "r", SERVICE);
         let signature = hex(&hmac(&key, string_to_sign("20130524T000000Z", &scope, &canonical).as_bytes()));
         let authorization =
             format!("{ALGORITHM} Credential=AK/{scope}, SignedHeaders={}, Signature={signature}", signed.join(";"));

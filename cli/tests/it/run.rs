@@ -206,3 +206,33 @@ fn bad_input_is_a_clear_error() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("renew interval"), "{output:?}");
 }
+
+#[test]
+fn logs_have_no_colour_codes_in_a_pipe_and_json_lines_on_request() {
+    let Some(server) = server() else { return };
+    let scene = Scene::new(server, "logs");
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+            .args(extra)
+            .args(["run", "--endpoint", &scene.server.endpoint, "--bucket", &scene.server.bucket, "--key", &scene.key])
+            .args(["--path-style", "--ttl", TTL, "--once", "--", "true"])
+            .env_remove("NO_COLOR")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // stderr is a pipe here, so no escape codes even without NO_COLOR.
+    let text = run(&[], &[]);
+    assert!(text.contains("leads") || text.contains("acquired"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe: {text:?}");
+    for json in [run(&["--log-format", "json"], &[]), run(&[], &[("HOPLOCK_LOG_FORMAT", "json")])] {
+        let lines: Vec<&str> = json.lines().collect();
+        assert!(!lines.is_empty());
+        for line in lines {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"));
+            assert!(value.get("level").is_some() && value.get("fields").is_some(), "{line}");
+        }
+    }
+}

@@ -9,7 +9,16 @@ use hoplock_sim::runner;
 use hoplock_sim::scenario::{Expect, Scenario};
 
 /// Seeds per scenario here: enough for every expectation the files state.
+/// `cargo xtask mutants` raises it through `HOPLOCK_SCENARIO_SEEDS`, so a
+/// mutant that only shows on a rarer interleaving is still caught.
 const SEEDS: u64 = 2;
+
+fn seeds() -> u64 {
+    match std::env::var("HOPLOCK_SCENARIO_SEEDS") {
+        Ok(text) => text.parse().unwrap_or_else(|_| panic!("HOPLOCK_SCENARIO_SEEDS={text:?} is not a whole number")),
+        Err(_) => SEEDS,
+    }
+}
 
 fn files() -> Vec<PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
@@ -19,6 +28,7 @@ fn files() -> Vec<PathBuf> {
 #[test]
 fn every_scenario_file_turns_out_as_it_expects() {
     let files = files();
+    let seeds = seeds();
     assert!(files.len() >= 20, "found only {} scenario files", files.len());
     let failures: Vec<String> = std::thread::scope(|scope| {
         let handles: Vec<_> = files
@@ -26,7 +36,7 @@ fn every_scenario_file_turns_out_as_it_expects() {
             .map(|path| {
                 scope.spawn(move || {
                     let scenario = Scenario::load(path).map_err(|err| err.to_string())?;
-                    let reports = (0..SEEDS.min(scenario.seeds))
+                    let reports = (0..seeds.min(scenario.seeds))
                         .map(|seed| runner::run(&scenario.world(), seed))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|err| format!("{}: {err}", path.display()))?;

@@ -1,0 +1,120 @@
+//! `cargo xtask mutants`: the mutation score of the scenarios against the
+//! elector's decision and term-holding code.
+//!
+//! `cargo mutants` makes one small change at a time to that code (a
+//! comparison flipped, a branch skipped, a function that returns at once)
+//! and runs the scenario files against each. A change that no scenario
+//! notices is a hole in the testbed: either the code it touched does not
+//! matter, or no scenario reaches the situation where it would. The README
+//! lists the survivors of the last run and why each survived.
+//!
+//! The selection is by function name rather than only by file, so it keeps
+//! following the code if `src/elector.rs` is split further: every function
+//! in `src/elector/core.rs`, and the term-holding functions (acquire, take,
+//! give back, hold, renew, release, and the public calls that drive them)
+//! wherever under `src/elector` they live.
+
+use std::path::Path;
+use std::process::Command;
+
+const USAGE: &str = "usage: cargo xtask mutants [options] [-- cargo-mutants options]
+
+  --seeds N   seeds per scenario file for each mutant (default 4)
+  --jobs N    mutants built and tested at once (default 1)
+  --list      list the mutants that would be tried, and stop
+
+The results land in target/mutants/mutants.out (caught.txt, missed.txt,
+timeout.txt, unviable.txt). cargo-mutants is installed into .tools/ on first
+use.";
+
+/// The cargo-mutants release this task was written against.
+const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+
+/// Which mutants count: all of the pure decision code, and the functions of
+/// the async shell that acquire, hold, renew and give back a term. Builder
+/// validation, subscriber plumbing and accessors are left to the unit tests.
+const SELECTION: &str = concat!(
+    r"src/elector/core\.rs",
+    r"|Inner<B>::(acquire|take|give_back|renew|release|begin_term|end_term|observe_for_campaign|sleep_unless_stopped|timed|jittered)\b",
+    r"|TermGuard<B>|Drop for TermGuard|may_still_land|Held::confirm|WorkGuard|WorkStopped",
+    r"|Elector<B>::(lead|lead_until|observe|run)\b",
+);
+
+/// The test the mutants are judged by: every scenario file, on `--seeds`
+/// seeds each, must turn out as it expects.
+const SCENARIO_TEST: &str = "scenarios::every_scenario_file_turns_out_as_it_expects";
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let mut seeds = 4u64;
+    let mut jobs = 1u64;
+    let mut list = false;
+    let mut extra: Vec<String> = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            let text = args.next().ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"))?;
+            match text.parse::<u64>() {
+                Ok(value) if value > 0 => Ok(value),
+                _ => Err(format!("{name} takes a whole number above zero, not {text:?}")),
+            }
+        };
+        match arg.as_str() {
+            "--seeds" => seeds = number("--seeds")?,
+            "--jobs" => jobs = number("--jobs")?,
+            "--list" => list = true,
+            "--" => extra.extend(args.by_ref().cloned()),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
+        }
+    }
+    let root = crate::workspace_root()?;
+    let tool = install(root)?;
+
+    let mut command = Command::new(&tool);
+    command.current_dir(root).arg("mutants").args(["--package", "hoplock", "--test-package", "hoplock-sim"]);
+    command.args(["--file", "src/elector.rs", "--file", "src/elector/**/*.rs", "--re", SELECTION]);
+    if list {
+        let status = command.arg("--list").status().map_err(|err| format!("could not start cargo-mutants: {err}"))?;
+        return if status.success() { Ok(()) } else { Err(format!("cargo-mutants --list failed ({status})")) };
+    }
+    // The test profile builds the simulator optimised and incrementally, so
+    // each mutant costs seconds to build; the scenario test is the only test
+    // run, on `seeds` seeds per file.
+    command.args(["--profile", "test", "--jobs", &jobs.to_string(), "--output", "target"]);
+    command.args(&extra);
+    command.args(["--", "--test", "it", "--", SCENARIO_TEST, "--exact"]);
+    command.env("HOPLOCK_SCENARIO_SEEDS", seeds.to_string());
+    eprintln!("==> cargo mutants over the elector, judged by every scenario on {seeds} seeds");
+    let status = command.status().map_err(|err| format!("could not start cargo-mutants: {err}"))?;
+    // cargo-mutants exits 2 when some mutants were missed and 3 when some
+    // timed out; both are results, reported in the files it writes.
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(2 | 3) => {
+            eprintln!("some mutants survived: see target/mutants.out/missed.txt and timeout.txt");
+            Ok(())
+        }
+        _ => Err(format!("cargo-mutants failed ({status}); see target/mutants.out/debug.log")),
+    }
+}
+
+/// The path of a `cargo-mutants` binary: the pinned release in `.tools/`,
+/// installed there from crates.io the first time.
+fn install(root: &Path) -> Result<std::path::PathBuf, String> {
+    let tools = root.join(".tools");
+    let binary = tools.join("bin").join(format!("cargo-mutants{}", std::env::consts::EXE_SUFFIX));
+    if binary.exists() {
+        return Ok(binary);
+    }
+    eprintln!("==> installing cargo-mutants {CARGO_MUTANTS_VERSION} into .tools/");
+    let status = Command::new(env!("CARGO"))
+        .args(["install", "--locked", "--version", CARGO_MUTANTS_VERSION, "--root"])
+        .arg(&tools)
+        .arg("cargo-mutants")
+        .status()
+        .map_err(|err| format!("could not start cargo install: {err}"))?;
+    if status.success() { Ok(binary) } else { Err(format!("cargo install cargo-mutants failed ({status})")) }
+}
