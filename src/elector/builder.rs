@@ -1,0 +1,246 @@
+//! [`ElectorBuilder`]: the settings of an elector, checked against each
+//! other before anything runs, so that a configuration which could let a
+//! lease run out before a renewal can land is refused up front.
+
+use super::*;
+
+/// Builds an [`Elector`], validating the configuration.
+///
+/// Defaults: TTL 30 s, renew every TTL/3, poll every TTL/15, a per-request
+/// timeout of TTL/6, a stop margin of TTL/10, a release timeout of 2 s, a
+/// drift bound ρ of 1e-3, no lock-delay, and records without a TTL waited out
+/// for the larger of the TTL and 60 s.
+///
+/// Every duration must be at most [`MAX_TTL`] (a day), the TTL at least
+/// 10 ms, and the stop margin at least the clock's timer resolution (1 ms
+/// for the system clock): timers fire up to that late, and the margin is what
+/// absorbs it.
+///
+/// ```
+/// use std::time::Duration;
+/// use hoplock::{Elector, ElectorError, backend::memory::MemoryBackend};
+///
+/// let built = Elector::builder(MemoryBackend::new())
+///     .owner("node-a")
+///     .ttl(Duration::from_secs(10))
+///     .lock_delay(Duration::from_secs(15)) // longer than the TTL is fine
+///     .build();
+/// assert!(built.is_ok());
+///
+/// let refused = Elector::builder(MemoryBackend::new()).owner("node-a").stop_margin(Duration::ZERO).build();
+/// assert!(matches!(refused, Err(ElectorError::Config(message)) if message.contains("stop margin")));
+/// ```
+pub struct ElectorBuilder<B> {
+    pub(super) backend: B,
+    pub(super) owner: Option<String>,
+    pub(super) ttl: Duration,
+    pub(super) renew_interval: Option<Duration>,
+    pub(super) poll_interval: Option<Duration>,
+    pub(super) request_timeout: Option<Duration>,
+    pub(super) stop_margin: Option<Duration>,
+    pub(super) release_timeout: Duration,
+    pub(super) drift_bound: f64,
+    pub(super) lock_delay: Duration,
+    pub(super) assumed_ttl: Option<Duration>,
+    pub(super) policy: Policy,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+    pub(super) entropy: Option<Arc<dyn Entropy>>,
+}
+
+impl<B: Backend> ElectorBuilder<B> {
+    /// The owner name written into the record. Required; free text.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The lease's time to live. Contenders wait this long on their own
+    /// clocks before taking over from a holder that stopped renewing.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the holder renews. Default TTL/3.
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How often a contender reads the key. Default TTL/15; a released lease
+    /// is taken over within one poll.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// How long one store call may take before its outcome counts as
+    /// unknown. Default TTL/6.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// How long before the lease's end the holder's context is cancelled,
+    /// to leave the work time to stop. Default TTL/10.
+    pub fn stop_margin(mut self, margin: Duration) -> Self {
+        self.stop_margin = Some(margin);
+        self
+    }
+
+    /// How long a graceful release may take. Default 2 s.
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
+        self
+    }
+
+    /// ρ: the most any clock's rate may differ from real time, as a
+    /// fraction (1e-3 is 1 ms per second). Offsets between clocks do not
+    /// matter and need no setting. Default 1e-3.
+    pub fn drift_bound(mut self, rho: f64) -> Self {
+        self.drift_bound = rho;
+        self
+    }
+
+    /// After taking over from a holder that did not release, wait this long
+    /// before handing out the leader context, so the old holder's in-flight
+    /// unfenced requests drain. Default zero.
+    ///
+    /// The lease is held and renewed during the delay, which may be longer
+    /// than the TTL (Consul's default is 15 s). A term lost during its delay
+    /// never starts: no [`Event::Acquired`], no work, and the campaign goes
+    /// on. A stop requested during the delay waits it out before releasing,
+    /// because a released record lets the next leader skip its own delay.
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
+    /// How long to wait out a record that states no TTL, as records written
+    /// by the Go hoplock or Litestream do. Default: the larger of this
+    /// elector's TTL and 60 s. While migrating from those tools, set it to
+    /// at least the TTL they run with.
+    ///
+    /// The wait counts from first sight of the record's version on this
+    /// elector's own clock, as for every other record.
+    pub fn assumed_ttl(mut self, ttl: Duration) -> Self {
+        self.assumed_ttl = Some(ttl);
+        self
+    }
+
+    /// The decision policy. Only [`Policy::Safe`] (the default) is for
+    /// production.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The clock. Default: the system clock (tokio time).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The randomness source. Default: the operating system's.
+    pub fn entropy(mut self, entropy: Arc<dyn Entropy>) -> Self {
+        self.entropy = Some(entropy);
+        self
+    }
+
+    /// Validates the configuration and builds the elector. A new incarnation
+    /// id is drawn here.
+    pub fn build(self) -> Result<Elector<B>, ElectorError> {
+        let timing = self.timing()?;
+        let owner = self.owner.ok_or_else(|| ElectorError::Config("an owner name is required".into()))?;
+        if owner.is_empty() || owner.len() > MAX_OWNER_BYTES {
+            return Err(ElectorError::Config(format!("the owner name must be 1 to {MAX_OWNER_BYTES} bytes")));
+        }
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
+        let incarnation = if planted::active(Bug::FixedIncarnation) {
+            format!("fixed-{owner}")
+        } else {
+            random_hex(entropy.as_ref(), 16)
+        };
+        let core = Core::new(timing, self.policy, owner.clone(), incarnation.clone());
+        let (stop, _) = watch::channel(false);
+        Ok(Elector {
+            inner: Arc::new(Inner {
+                backend: self.backend,
+                clock,
+                entropy,
+                owner,
+                incarnation,
+                core: Mutex::new(core),
+                campaign: tokio::sync::Mutex::new(()),
+                leading: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
+                observed: Mutex::new(None),
+                subscribers: Mutex::new(Vec::new()),
+                stop,
+            }),
+        })
+    }
+
+    fn timing(&self) -> Result<Timing, ElectorError> {
+        let config = |message: String| Err(ElectorError::Config(message));
+        let ttl = self.ttl;
+        if ttl < Duration::from_millis(10) || ttl > MAX_TTL {
+            return config(format!("TTL {ttl:?} is outside 10ms..={MAX_TTL:?}"));
+        }
+        if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
+            return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
+        }
+        let timing = Timing {
+            ttl,
+            renew_interval: self.renew_interval.unwrap_or(ttl / 3),
+            poll_interval: self.poll_interval.unwrap_or(ttl / 15),
+            request_timeout: self.request_timeout.unwrap_or(ttl / 6),
+            release_timeout: self.release_timeout,
+            drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
+            stop_margin: self.stop_margin.unwrap_or(ttl / 10),
+            lock_delay: self.lock_delay,
+            assumed_ttl: self.assumed_ttl.unwrap_or(ttl.max(DEFAULT_ASSUMED_TTL)),
+        };
+        for (name, value, may_be_zero) in [
+            ("renew interval", timing.renew_interval, false),
+            ("poll interval", timing.poll_interval, false),
+            ("request timeout", timing.request_timeout, false),
+            ("release timeout", timing.release_timeout, false),
+            ("assumed TTL", timing.assumed_ttl, false),
+            ("stop margin", timing.stop_margin, true),
+            ("lock-delay", timing.lock_delay, true),
+        ] {
+            if value.is_zero() && !may_be_zero {
+                return config(format!("the {name} must be more than zero"));
+            }
+            // Bounding every duration also keeps the sums below far from
+            // overflowing.
+            if value > MAX_TTL {
+                return config(format!("the {name} {value:?} is longer than the {MAX_TTL:?} any setting may be"));
+            }
+        }
+        let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
+        if timing.stop_margin < resolution {
+            return config(format!(
+                "the stop margin {:?} is shorter than the clock's timer resolution {resolution:?}: timers fire up \
+                 to that late, so the holder could act past its deadline",
+                timing.stop_margin
+            ));
+        }
+        if timing.poll_interval > ttl {
+            return config(format!("the poll interval {:?} is longer than the TTL {ttl:?}", timing.poll_interval));
+        }
+        let safe = self::core::drift_shrunk(ttl, timing.drift_bound_ppb);
+        let needed = timing.renew_interval + timing.request_timeout + timing.stop_margin;
+        if needed >= safe {
+            return config(format!(
+                "renew interval {:?} + request timeout {:?} + stop margin {:?} = {needed:?} must be less than \
+                 TTL·(1−ρ)/(1+ρ) = {safe:?}, or the lease runs out before a renewal can succeed; \
+                 lengthen the TTL or shorten the others",
+                timing.renew_interval, timing.request_timeout, timing.stop_margin
+            ));
+        }
+        Ok(timing)
+    }
+}

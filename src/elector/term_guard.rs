@@ -1,0 +1,191 @@
+//! [`TermGuard`]: owns a term while it lasts. It renews until the work
+//! returns or the term is lost, and, dropped while still armed (a `lead`
+//! future dropped mid-term), cancels the work and releases in the
+//! background.
+
+use super::*;
+
+/// Owns a term while it lasts. Dropped while still armed (the `lead` future
+/// was dropped), it cancels the context and releases in the background.
+pub(super) struct TermGuard<B: Backend> {
+    pub(super) inner: Arc<Inner<B>>,
+    pub(super) held: Option<Held>,
+    pub(super) cancel: watch::Sender<bool>,
+    /// Whether the term was announced and its work started; a term still in
+    /// its lock-delay ends without events.
+    pub(super) started: bool,
+}
+
+impl<B: Backend> TermGuard<B> {
+    /// Renews until the work returns or the term is lost.
+    pub(super) async fn hold<W: Future + ?Sized>(
+        &mut self,
+        mut work: Pin<&mut W>,
+        stop: &mut StopSignal,
+    ) -> HoldEnd<W::Output> {
+        let inner = self.inner.clone();
+        let timing = inner.timing();
+        let Some(held) = self.held.as_mut() else {
+            return HoldEnd::Lost(LossReason::Expired);
+        };
+        let mut next_renewal = held.sent_at + timing.renew_interval;
+        let mut stop_seen = stop.is_set();
+        if stop_seen {
+            inner.end_term(&self.cancel);
+        }
+        // Only the planted wall-clock bug reads the wall clock here.
+        #[cfg(feature = "planted")]
+        let mut wall_sent = inner.wall_at(held.sent_at);
+        loop {
+            #[cfg(feature = "planted")]
+            if planted::active(Bug::WallClockDeadline) {
+                let elapsed = inner.clock.wall().duration_since(wall_sent).unwrap_or_default();
+                held.ends_at = inner.clock.now() + timing.hold_for().saturating_sub(elapsed);
+            }
+            // Wait for the renewal time. The lease end comes first in every
+            // select: stopping in time matters more than anything else.
+            tokio::select! {
+                biased;
+                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                output = work.as_mut() => return HoldEnd::WorkDone(output),
+                () = inner.clock.sleep_until(next_renewal) => {}
+                // A stop request cancels the context; the work then returns
+                // and the term is released as usual.
+                () = stop.stopped(), if !stop_seen => {
+                    // The lease stays held and renewed until the work has
+                    // stopped, but this elector no longer claims to lead.
+                    stop_seen = true;
+                    inner.end_term(&self.cancel);
+                    if planted::active(Bug::ReleaseBeforeWorkStops) {
+                        let _ = inner.release(held).await;
+                        let output = work.as_mut().await;
+                        self.held = None;
+                        inner.leading.store(false, Ordering::Release);
+                        return HoldEnd::WorkDone(output);
+                    }
+                    continue;
+                }
+            }
+            let (nonce, record) = if planted::active(Bug::ReuseRecordBytes) {
+                (held.record.nonce.clone(), held.record.clone())
+            } else {
+                let nonce = inner.nonce();
+                let record = inner.core().record(held.record.generation, inner.clock.wall(), nonce.clone(), false);
+                (nonce, record)
+            };
+            let sent_at = inner.clock.now();
+            // Tracked until a renewal is confirmed: a timed-out write may
+            // still land later, and must then be recognised as ours.
+            if held.pending.len() == MAX_PENDING {
+                held.pending.remove(0);
+            }
+            held.pending.push((nonce, sent_at));
+            let outcome = tokio::select! {
+                biased;
+                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                output = work.as_mut() => return HoldEnd::WorkDone(output),
+                outcome = inner.renew(held, &record, sent_at) => outcome,
+            };
+            let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
+            match outcome {
+                Renewal::Renewed { version, sent_at } => {
+                    inner.core().wrote(&record);
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    #[cfg(feature = "planted")]
+                    {
+                        wall_sent = inner.wall_at(sent_at);
+                    }
+                    next_renewal = sent_at + timing.renew_interval;
+                    debug!(owner = %inner.owner, generation = %held.record.generation, "renewed the lease");
+                    // A term still in its lock-delay has not been announced.
+                    if self.started {
+                        inner.emit(Event::Renewed { generation: held.record.generation });
+                    }
+                }
+                Renewal::Adopt { version, record, sent_at } => {
+                    inner.core().wrote(&record);
+                    held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
+                    #[cfg(feature = "planted")]
+                    {
+                        wall_sent = inner.wall_at(sent_at);
+                    }
+                    // The adopted write is older than the attempt just made,
+                    // so renew again soon.
+                    next_renewal = inner.clock.now() + retry;
+                }
+                // Unapplied so far; pending writes stay tracked because a
+                // delayed one can still land on our version.
+                Renewal::NotApplied | Renewal::Unknown => {
+                    if planted::active(Bug::LeadWhileUnreachable) {
+                        held.ends_at = inner.core().lease_end(sent_at);
+                    }
+                    next_renewal = inner.clock.now() + retry;
+                }
+                Renewal::Lost(reason) => return HoldEnd::Lost(reason),
+            }
+        }
+    }
+
+    /// Ends the term involuntarily: cancels the context at once.
+    pub(super) fn lose(&mut self, reason: LossReason) {
+        let generation = self.held.as_ref().map(|held| held.record.generation).unwrap_or_default();
+        self.held = None;
+        self.inner.end_term(&self.cancel);
+        if !self.started {
+            info!(owner = %self.inner.owner, %generation, %reason, "lost the lease during its lock-delay; \
+                  the term never started");
+            return;
+        }
+        info!(owner = %self.inner.owner, %generation, %reason, "lost the lease");
+        self.inner.emit(Event::Lost { generation, reason: Some(reason) });
+    }
+
+    /// Ends the term voluntarily, after the work has returned.
+    pub(super) async fn release(&mut self) -> TermEnd {
+        let Some(held) = self.held.take() else {
+            return TermEnd::ReleaseUnconfirmed("no term was held".into());
+        };
+        // Stop leading locally first: the release must come after the
+        // guarded work has stopped, never before.
+        self.inner.end_term(&self.cancel);
+        let end = self.inner.release(&held).await;
+        let generation = held.record.generation;
+        let reason = match &end {
+            TermEnd::Released => {
+                info!(owner = %self.inner.owner, %generation, "released the lease");
+                None
+            }
+            TermEnd::ReleaseUnconfirmed(why) => {
+                warn!(owner = %self.inner.owner, %generation, %why, "stopped leading; release not confirmed");
+                Some(LossReason::ReleaseUnconfirmed(why.clone()))
+            }
+            TermEnd::Lost(reason) => Some(reason.clone()),
+        };
+        if self.started {
+            self.inner.emit(Event::Lost { generation, reason });
+        }
+        end
+    }
+}
+
+impl<B: Backend> Drop for TermGuard<B> {
+    fn drop(&mut self) {
+        let Some(held) = self.held.take() else { return };
+        self.inner.end_term(&self.cancel);
+        let generation = held.record.generation;
+        if !self.started {
+            // Dropped during its lock-delay: a release now would let the next
+            // leader skip its own delay. The lease runs out instead.
+            info!(owner = %self.inner.owner, %generation, "term dropped during its lock-delay; left to run out");
+            return;
+        }
+        warn!(owner = %self.inner.owner, %generation, "term dropped while leading; releasing in the background");
+        self.inner.emit(Event::Lost { generation, reason: Some(LossReason::Abandoned) });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let inner = self.inner.clone();
+            runtime.spawn(async move {
+                let _ = inner.release(&held).await;
+            });
+        }
+    }
+}
