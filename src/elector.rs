@@ -30,7 +30,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -323,6 +323,28 @@ struct Inner<B> {
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Event>>>,
     /// Set once by [`Elector::stop`].
     stop: watch::Sender<bool>,
+    /// Whether the store has been answering, for warnings and
+    /// [`Elector::store_health`].
+    health: Mutex<StoreHealth>,
+}
+
+/// How often a store that keeps failing is reported again.
+const TROUBLE_REPORT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Whether the lease store has been answering, as [`Elector::store_health`]
+/// reports it. A store answers when it says anything about the record (a
+/// record, "missing", "changed"); it fails when a request times out, cannot
+/// connect, or gets a passing error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// Since when every request has failed, if the last one did.
+    pub failing_since: Option<Instant>,
+    /// Failed requests in a row.
+    pub consecutive_failures: u64,
+    /// The last failure, with its cause.
+    pub last_error: Option<BackendError>,
+    /// When the failure streak was last logged.
+    last_reported: Option<Instant>,
 }
 
 /// The least time a record without a TTL is waited out: the Go hoplock's
@@ -437,13 +459,62 @@ impl<B: Backend> Inner<B> {
     }
 
     async fn read(&self) -> Result<Stored, BackendError> {
-        self.timed(self.backend.read()).await.unwrap_or_else(|| Err(BackendError::Transient("read timed out".into())))
+        let result = self
+            .timed(self.backend.read())
+            .await
+            .unwrap_or_else(|| Err(BackendError::Transient("read timed out".into())));
+        crate::metrics::store_request(&self.owner, "read", result.as_ref().err());
+        self.note_store(result.as_ref().err());
+        result
     }
 
     async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
-        self.timed(self.backend.write(expected, record))
+        let result = self
+            .timed(self.backend.write(expected, record))
             .await
-            .unwrap_or_else(|| Err(BackendError::Ambiguous("write timed out".into())))
+            .unwrap_or_else(|| Err(BackendError::Ambiguous("write timed out".into())));
+        crate::metrics::store_request(&self.owner, "write", result.as_ref().err());
+        self.note_store(result.as_ref().err());
+        result
+    }
+
+    /// Keeps [`StoreHealth`] and says when the store stops or starts
+    /// answering: a warning with the cause on the first failure of a streak
+    /// and every [`TROUBLE_REPORT_INTERVAL`] while it lasts, and a note
+    /// when it is over. Otherwise a store that cannot be reached would only
+    /// show as an elector that never leads.
+    fn note_store(&self, error: Option<&BackendError>) {
+        let failed = matches!(error, Some(BackendError::Transient(_) | BackendError::Ambiguous(_)));
+        let now = self.clock.now();
+        let mut health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        if !failed {
+            if let Some(since) = health.failing_since.take() {
+                info!(
+                    owner = %self.owner,
+                    failures = health.consecutive_failures,
+                    after = ?now.saturating_duration_since(since),
+                    "the lease store answers again"
+                );
+            }
+            *health = StoreHealth::default();
+            return;
+        }
+        let error = error.cloned();
+        let since = *health.failing_since.get_or_insert(now);
+        health.consecutive_failures += 1;
+        health.last_error = error.clone();
+        let due =
+            health.last_reported.is_none_or(|last| now.saturating_duration_since(last) >= TROUBLE_REPORT_INTERVAL);
+        if due {
+            health.last_reported = Some(now);
+            let cause = error.map(|error| error.to_string()).unwrap_or_default();
+            warn!(
+                owner = %self.owner,
+                failures = health.consecutive_failures,
+                failing_for = ?now.saturating_duration_since(since),
+                "the lease store is not answering; retrying: {cause}"
+            );
+        }
     }
 
     /// Sleeps until `deadline`, or fails with [`ElectorError::Stopped`].
@@ -662,6 +733,7 @@ impl<B: Backend> Inner<B> {
     ) {
         self.generation.store(lease.generation.get(), Ordering::Release);
         self.leading.store(true, Ordering::Release);
+        crate::metrics::leadership(&self.owner, true, lease.generation);
         info!(owner = %self.owner, generation = %lease.generation, "acquired the lease");
         let detached = Event::Acquired { lease: lease.clone(), context: context.clone(), guard: WorkGuard::detached() };
         let mut armed = Some(Event::Acquired { lease, context, guard });
@@ -679,7 +751,10 @@ impl<B: Backend> Inner<B> {
     async fn renew(&self, held: &Held, record: &LeaseRecord, sent_at: Instant) -> Renewal {
         let result = self.write(Some(&held.version), record).await;
         match result {
-            Ok(version) => return Renewal::Renewed { version, sent_at },
+            Ok(version) => {
+                crate::metrics::renewed(&self.owner, self.clock.now().saturating_duration_since(sent_at));
+                return Renewal::Renewed { version, sent_at };
+            }
             Err(BackendError::NoLease) => return Renewal::Lost(LossReason::Deleted),
             Err(err) if err.is_fatal() => return Renewal::Lost(LossReason::Failed(err)),
             Err(BackendError::Transient(message)) => {
@@ -773,7 +848,10 @@ enum Taken {
 
 impl<B: Backend> Inner<B> {
     fn end_term(&self, cancel: &watch::Sender<bool>) {
-        self.leading.store(false, Ordering::Release);
+        if self.leading.swap(false, Ordering::AcqRel) {
+            let generation = Generation(self.generation.load(Ordering::Acquire));
+            crate::metrics::leadership(&self.owner, false, generation);
+        }
         cancel.send_replace(true);
     }
 

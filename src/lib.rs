@@ -56,6 +56,7 @@ pub mod entropy;
 pub mod fence;
 pub mod hrw;
 pub mod lease;
+pub mod metrics;
 #[cfg(feature = "planted")]
 pub mod planted;
 #[cfg(not(feature = "planted"))]
@@ -67,5 +68,5 @@ pub mod s3;
 pub mod testing;
 
 pub use backend::{Backend, BackendError};
-pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, WorkGuard};
+pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, StoreHealth, WorkGuard};
 pub use lease::Generation;

@@ -8,13 +8,16 @@
 //! half a second. On Linux the command also gets SIGKILL if the runner dies.
 
 use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
+use hoplock::clock::{Clock, SystemClock};
 use hoplock::elector::TermEnd;
 use hoplock::{Elector, ElectorError, LeaderContext, Lease};
 use tokio::process::{Child, Command};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::store::{StoreArgs, parse_duration};
 
@@ -41,6 +44,17 @@ pub struct RunArgs {
     /// Run one term, then exit with the command's exit code.
     #[arg(long)]
     pub once: bool,
+    /// Serve metrics in the Prometheus text format on this address
+    /// (for example 127.0.0.1:9464), at any path: `hoplock_leader`,
+    /// `hoplock_generation`, `hoplock_transitions_total`,
+    /// `hoplock_renewal_seconds`, `hoplock_store_requests_total`,
+    /// `hoplock_store_errors_total`.
+    #[arg(long)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// With --once: give up when the lease store has not answered for this
+    /// long while campaigning, and exit with code 69 (EX_UNAVAILABLE).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub unreachable_timeout: Duration,
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -52,6 +66,14 @@ pub enum RunError {
     /// The elector could not be built or the store is unusable.
     #[error(transparent)]
     Elector(#[from] ElectorError),
+    /// The metrics endpoint could not be started.
+    #[error("cannot serve metrics on {addr}: {message}")]
+    Metrics {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        message: String,
+    },
     /// The command could not be started.
     #[error("cannot start {command:?}: {source}")]
     Spawn {
@@ -65,13 +87,29 @@ pub enum RunError {
 /// Exit code when the runner stopped because it was told to (SIGINT/SIGTERM).
 pub const EXIT_STOPPED: u8 = 0;
 
+/// Exit code when `--once` gave up on a store that did not answer
+/// (sysexits' EX_UNAVAILABLE).
+pub const EXIT_UNREACHABLE: u8 = 69;
+
 /// Runs the command under the lease; returns the exit code to exit with.
 pub async fn run(args: RunArgs) -> Result<u8, RunError> {
+    if let Some(addr) = args.metrics_addr {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .map_err(|err| RunError::Metrics { addr, message: err.to_string() })?;
+        info!(%addr, "serving metrics");
+    }
     let backend = args.store.backend().map_err(ElectorError::from)?;
     let grace = args.grace.unwrap_or(args.ttl / 15);
     let owner = args.owner.clone().unwrap_or_else(default_owner);
-    let mut builder =
-        Elector::builder(backend).owner(owner).ttl(args.ttl).stop_margin(grace + Duration::from_millis(500));
+    // The elector's own clock, so the watchdog below measures its instants.
+    let clock = Arc::new(SystemClock::new());
+    let mut builder = Elector::builder(backend)
+        .owner(owner)
+        .ttl(args.ttl)
+        .stop_margin(grace + Duration::from_millis(500))
+        .clock(clock.clone());
     if let Some(renew) = args.renew {
         builder = builder.renew_interval(renew);
     }
@@ -88,11 +126,35 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
         stopper.stop();
     });
 
+    // With --once, a campaign against a store that never answers gives up
+    // after a stated bound rather than waiting forever. The watchdog stops
+    // the elector (never mid-term), so the campaign ends the ordinary way.
+    let gave_up = Arc::new(AtomicBool::new(false));
+    if args.once {
+        let (watched, flag, bound, clock) = (elector.clone(), gave_up.clone(), args.unreachable_timeout, clock.clone());
+        tokio::spawn(async move {
+            loop {
+                clock.sleep_until(clock.now() + Duration::from_millis(250)).await;
+                let health = watched.store_health();
+                let failing_for = health.failing_since.map(|since| clock.now().saturating_duration_since(since));
+                let failing_for = failing_for.unwrap_or_default();
+                if !watched.is_leader() && failing_for >= bound {
+                    let cause = health.last_error.map(|err| err.to_string()).unwrap_or_default();
+                    error!(failing_for = ?failing_for, "giving up: the lease store did not answer: {cause}");
+                    flag.store(true, Ordering::Relaxed);
+                    watched.stop();
+                    return;
+                }
+            }
+        });
+    }
+
     loop {
         let command = args.command.clone();
         let term = elector.lead(|ctx, lease| supervise(command, ctx, lease, grace)).await;
         let term = match term {
             Ok(term) => term,
+            Err(ElectorError::Stopped) if gave_up.load(Ordering::Relaxed) => return Ok(EXIT_UNREACHABLE),
             Err(ElectorError::Stopped) => return Ok(EXIT_STOPPED),
             Err(err) => return Err(err.into()),
         };

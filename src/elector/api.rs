@@ -56,6 +56,22 @@ impl<B: Backend> Elector<B> {
         }
     }
 
+    /// Whether the lease store has been answering: for a health check, or
+    /// to give up on a store that cannot be reached. Failures are also
+    /// logged as warnings, with their cause, when a streak starts and every
+    /// 30 s while it lasts.
+    ///
+    /// ```
+    /// use hoplock::{Elector, backend::memory::MemoryBackend};
+    ///
+    /// let elector = Elector::builder(MemoryBackend::new()).owner("a").build()?;
+    /// assert_eq!(elector.store_health().consecutive_failures, 0);
+    /// # Ok::<(), hoplock::ElectorError>(())
+    /// ```
+    pub fn store_health(&self) -> StoreHealth {
+        self.inner.health.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// Whether this elector currently leads. Cheap.
     pub fn is_leader(&self) -> bool {
         self.inner.leading.load(Ordering::Acquire)

@@ -176,6 +176,7 @@ impl<B: Backend> ElectorBuilder<B> {
                 leading: AtomicBool::new(false),
                 generation: AtomicU64::new(0),
                 observed: Mutex::new(None),
+                health: Mutex::new(StoreHealth::default()),
                 subscribers: Mutex::new(Vec::new()),
                 stop,
             }),

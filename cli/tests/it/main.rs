@@ -3,6 +3,7 @@
 mod credentials;
 mod hrw;
 mod lease;
+mod readme;
 mod run;
 
 /// The real S3-compatible server `cargo xtask test` starts.

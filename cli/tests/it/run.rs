@@ -236,3 +236,55 @@ fn logs_have_no_colour_codes_in_a_pipe_and_json_lines_on_request() {
         }
     }
 }
+
+#[test]
+fn an_unreachable_store_is_reported_with_its_cause_and_once_gives_up() {
+    // A closed loopback port: every connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["run", "--endpoint", &format!("http://{closed}"), "--bucket", "b", "--key", "k", "--path-style"])
+        .args(["--ttl", "3s", "--request-timeout", "500ms", "--once", "--unreachable-timeout", "2s", "--", "true"])
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env("AWS_SECRET_ACCESS_KEY", "example-secret")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert!(stderr.contains("not answering") && stderr.to_lowercase().contains("refused"), "{stderr}");
+    assert!(stderr.contains("giving up"), "{stderr}");
+}
+
+/// The body of `GET /metrics` on `addr`, or `None` if nothing answers yet.
+fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+#[test]
+fn metrics_are_served_in_the_prometheus_format() {
+    let Some(server) = server() else { return };
+    let scene = Scene::new(server, "metrics");
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut runner = scene.runner("m", &["--once", "--metrics-addr", &addr.to_string()], "sleep 3");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let leading = loop {
+        let text = scrape(addr).unwrap_or_default();
+        if text.lines().any(|line| line.starts_with("hoplock_leader{") && line.ends_with(" 1")) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "never saw hoplock_leader 1: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for name in ["hoplock_generation{owner=\"m\"} 1", "hoplock_transitions_total{", "hoplock_store_requests_total{"] {
+        assert!(leading.contains(name), "no {name} in:\n{leading}");
+    }
+    assert!(leading.contains("# TYPE hoplock_leader gauge"), "{leading}");
+    assert_eq!(runner.wait().unwrap().code(), Some(0));
+}
