@@ -263,10 +263,7 @@ pub fn sign<B: AsRef<[u8]>>(
     region: &str,
     now: SystemTime,
 ) -> Result<(), SignError> {
-    validate_scope_parts(&credentials.access_key_id, region)?;
-    let time = AmzTime::from_system_time(now)?;
-    let key = derive_signing_key(&credentials.secret_access_key, &time.date, region, SERVICE);
-    sign_with_key(request, credentials, region, SERVICE, &time, &key)
+    sign_for_service(request, credentials, region, SERVICE, now)
 }
 
 /// Signs `request` as [`sign`] does, for another AWS service than S3 (the
