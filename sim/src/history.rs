@@ -40,9 +40,16 @@ pub enum Event {
     /// The node's campaign ended with an error: it will not lead again in
     /// this process.
     CampaignEnded { message: String },
-    /// `Elector::observe` reported this generation (L2: a node's observed
-    /// generations never go down).
-    Observed { generation: u64 },
+    /// `Elector::observe`, called at `started_us`, reported this generation
+    /// and the record unchanged for `unchanged_for_us` on the node's clock
+    /// (L2: a node's observed generations never go down; L3: reports are
+    /// true of the store).
+    Observed { generation: u64, started_us: u64, unchanged_for_us: u64 },
+    /// `Elector::observe`, called at `started_us`, reported no record.
+    ObservedNothing { started_us: u64 },
+    /// `Elector::observe`, called at `started_us`, refused a record because
+    /// its generation `found` is below the `seen` one.
+    ObservedGoingBack { seen: u64, found: u64, started_us: u64 },
     /// A write reached the fenced downstream resource. `sequence` is the
     /// order the resource stored its writes in: hosts' clocks may differ
     /// within one tick, so time alone cannot say which came first.

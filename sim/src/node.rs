@@ -157,11 +157,20 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             use hoplock::clock::Clock;
             loop {
                 clock.sleep_until(clock.now() + Duration::from_millis(every.max(1))).await;
-                match observer.observe().await {
-                    Ok(Some(seen)) => history.record_now(&node, Event::Observed { generation: seen.generation.get() }),
-                    Ok(None) => {}
-                    Err(err) => history.record_now(&node, Event::ElectorError { message: err.to_string() }),
-                }
+                let started_us = turmoil::sim_elapsed().unwrap_or_default().as_micros() as u64;
+                let event = match observer.observe().await {
+                    Ok(Some(seen)) => Event::Observed {
+                        generation: seen.generation.get(),
+                        started_us,
+                        unchanged_for_us: seen.unchanged_for.as_micros() as u64,
+                    },
+                    Ok(None) => Event::ObservedNothing { started_us },
+                    Err(hoplock::ElectorError::GenerationWentBack { seen, found }) => {
+                        Event::ObservedGoingBack { seen: seen.get(), found: found.get(), started_us }
+                    }
+                    Err(err) => Event::ElectorError { message: err.to_string() },
+                };
+                history.record_now(&node, event);
             }
         });
     }

@@ -645,6 +645,7 @@ fn checker_context(world: &World) -> Context {
         end_us: world.duration_ms.saturating_mul(1000),
         facts,
         tick_us: world.tick_ms * 1000,
+        reads_current: world.s3.mode != crate::fake_s3::ProviderMode::StaleReads,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod liveness;
 pub mod lock_delay;
 pub mod monotone_fencing;
 pub mod nobody_led;
+pub mod observe_truthful;
 pub mod one_holder_per_generation;
 pub mod release_after_work;
 
@@ -47,6 +48,8 @@ pub enum Property {
     CampaignEnded,
     /// No vacuous pass: every scheduled action was applied.
     ActionSkipped,
+    /// L3: what `Elector::observe` reports is true of the store.
+    ObserveTruthful,
 }
 
 impl Property {
@@ -63,13 +66,21 @@ impl Property {
             Property::NobodyLed => "nobody-led",
             Property::CampaignEnded => "campaign-ended",
             Property::ActionSkipped => "action-skipped",
+            Property::ObserveTruthful => "observe-truthful",
         }
     }
 
     /// Whether breaking it means two writers or a token going down, as
     /// opposed to a run that led too little or tested too little.
     pub fn is_safety(self) -> bool {
-        !matches!(self, Property::Liveness | Property::NobodyLed | Property::CampaignEnded | Property::ActionSkipped)
+        !matches!(
+            self,
+            Property::Liveness
+                | Property::NobodyLed
+                | Property::CampaignEnded
+                | Property::ActionSkipped
+                | Property::ObserveTruthful
+        )
     }
 
     /// What breaking it looks like, in words.
@@ -85,11 +96,12 @@ impl Property {
             Property::NobodyLed => "nobody led in the whole run",
             Property::CampaignEnded => "an elector's campaign ended with an error",
             Property::ActionSkipped => "a scheduled action was skipped",
+            Property::ObserveTruthful => "a follower's observe() reported something the store never held",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 10] = [
+    pub const ALL: [Property; 11] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -100,6 +112,7 @@ impl Property {
         Property::NobodyLed,
         Property::CampaignEnded,
         Property::ActionSkipped,
+        Property::ObserveTruthful,
     ];
 }
 
@@ -161,6 +174,9 @@ pub struct Context {
     pub facts: Vec<NodeFacts>,
     /// turmoil's tick, in µs: the resolution of every simulated timer.
     pub tick_us: u64,
+    /// Whether reads return the current version (every provider mode but
+    /// `stale-reads`).
+    pub reads_current: bool,
 }
 
 impl Context {
@@ -217,6 +233,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     nobody_led::check(entries, context, &mut violations);
     campaign_ended::check(entries, &mut violations);
     action_skipped::check(entries, &mut violations);
+    observe_truthful::check(entries, context, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));
     violations
 }

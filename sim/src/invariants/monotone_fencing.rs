@@ -73,7 +73,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
             Event::Started { .. } | Event::Crashed => {
                 observed.remove(entry.node.as_str());
             }
-            Event::Observed { generation } => {
+            Event::Observed { generation, .. } => {
                 if let Some(&previous) = observed.get(entry.node.as_str())
                     && *generation < previous
                 {
@@ -208,11 +208,11 @@ mod tests {
     #[test]
     fn an_observer_going_back_is_caught_and_a_restart_starts_afresh() {
         let history = [
-            at(1, "w", Event::Observed { generation: 4 }),
-            at(2, "w", Event::Observed { generation: 3 }),
+            at(1, "w", Event::Observed { generation: 4, started_us: 0, unchanged_for_us: 0 }),
+            at(2, "w", Event::Observed { generation: 3, started_us: 0, unchanged_for_us: 0 }),
             at(3, "w", Event::Crashed),
             at(4, "w", Event::Started { incarnation: 1 }),
-            at(5, "w", Event::Observed { generation: 1 }),
+            at(5, "w", Event::Observed { generation: 1, started_us: 0, unchanged_for_us: 0 }),
         ];
         let mut found = Vec::new();
         check(&history, &mut found);
