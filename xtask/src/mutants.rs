@@ -75,7 +75,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     let mut command = Command::new(&tool);
     command.current_dir(root).arg("mutants").args(["--package", "hoplock", "--test-package", "hoplock-sim"]);
+    // The planted bugs' switches are constant `false` without the `planted`
+    // feature, so a mutant that replaces one with `false` is equivalent by
+    // construction. (One that replaces it with `true` switches a bug on and
+    // must be caught.)
     command.args(["--file", "src/elector.rs", "--file", "src/elector/**/*.rs", "--re", SELECTION]);
+    command.args(["--exclude-re", r"planted::active\(Bug::\w+\) with false"]);
     if list {
         let status = command.arg("--list").status().map_err(|err| format!("could not start cargo-mutants: {err}"))?;
         return if status.success() { Ok(()) } else { Err(format!("cargo-mutants --list failed ({status})")) };
