@@ -559,6 +559,15 @@ pub fn validate(world: &World) -> Result<(), SimError> {
             let message = format!("must be at least the tick, {} ms: timers fire up to one tick late", world.tick_ms);
             return invalid(field("elector.stop_margin_ms"), message);
         }
+        // `Elector::run` has no voluntary release: its terms end by a stop
+        // or a loss. Work that returned early would be recorded as a
+        // release the elector never made.
+        if node.workload.api == crate::world::Api::Run && node.workload.release_after_ms.is_some() {
+            let message = "the run() API has no voluntary release (a term ends by a stop or a loss); \
+                           use api = \"lead\" for work that returns"
+                .to_string();
+            return invalid(field("workload.release_after_ms"), message);
+        }
     }
     let host = |name: &str| name == S3_HOST || name == LEADER || names.contains(name);
     for scheduled in &world.schedule {

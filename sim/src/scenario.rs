@@ -508,6 +508,21 @@ mod tests {
     }
 
     #[test]
+    fn work_that_returns_under_the_run_api_is_refused() {
+        // run() has no voluntary release, so the history would record a
+        // release the elector never made and judge a handover that cannot
+        // happen.
+        let text = format!("{MINIMAL}workload = {{ api = \"run\", release_after_ms = 4000 }}\n");
+        let err = error(&text);
+        assert!(
+            err.field.ends_with("workload.release_after_ms") && err.message.contains("no voluntary release"),
+            "{err}"
+        );
+        let text = format!("{MINIMAL}workload = {{ api = \"lead\", release_after_ms = 4000 }}\n");
+        Scenario::parse("s.toml", &text).unwrap();
+    }
+
+    #[test]
     fn expectations_are_checked_by_name() {
         let err = error(&MINIMAL.replace("\"safe\"", "[\"two leaders\"]"));
         assert_eq!((err.line, err.field.as_str()), (2, "expect"), "{err}");
