@@ -126,8 +126,19 @@ impl S3Backend {
         clock: Arc<dyn Clock>,
         entropy: Arc<dyn Entropy>,
     ) -> Result<S3Backend, BackendError> {
-        let target = Target::new(&config)?;
         let provider = config.credentials.provider(&config.region)?;
+        S3Backend::with_provider(config, provider, transport, clock, entropy)
+    }
+
+    /// A backend whose credential source is already resolved.
+    fn with_provider(
+        config: S3Config,
+        provider: super::credentials::providers::Provider,
+        transport: Arc<dyn HttpTransport>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+    ) -> Result<S3Backend, BackendError> {
+        let target = Target::new(&config)?;
         let credentials = CredentialCache::new(provider, config.region.clone(), transport.clone(), clock.clone())?;
         Ok(S3Backend {
             target: Arc::new(target),
@@ -139,29 +150,6 @@ impl S3Backend {
             skew_warned: Arc::new(AtomicBool::new(false)),
             read_denied: Arc::new(AtomicBool::new(false)),
         })
-    }
-
-    /// A backend with a credential source already resolved, for tests of
-    /// sources the environment would otherwise have to name.
-    #[cfg(test)]
-    fn with_provider(
-        config: S3Config,
-        provider: super::credentials::providers::Provider,
-        transport: Arc<dyn HttpTransport>,
-        clock: Arc<dyn Clock>,
-    ) -> S3Backend {
-        let credentials =
-            CredentialCache::new(provider, config.region.clone(), transport.clone(), clock.clone()).unwrap();
-        S3Backend {
-            target: Arc::new(Target::new(&config).unwrap()),
-            key: config.key,
-            credentials: Arc::new(credentials),
-            transport,
-            clock,
-            entropy: Arc::new(OsEntropy),
-            skew_warned: Arc::new(AtomicBool::new(false)),
-            read_denied: Arc::new(AtomicBool::new(false)),
-        }
     }
 
     /// The same store and settings, for another key.
@@ -836,7 +824,14 @@ mod tests {
             token: None,
             token_file: None,
         };
-        let store = S3Backend::with_provider(config(), provider, Arc::new(stub.clone()), Arc::new(SystemClock::new()));
+        let store = S3Backend::with_provider(
+            config(),
+            provider,
+            Arc::new(stub.clone()),
+            Arc::new(SystemClock::new()),
+            Arc::new(OsEntropy),
+        )
+        .unwrap();
         let err = store.read().await.unwrap_err();
         assert!(matches!(&err, BackendError::Transient(m) if m.contains("refreshed")), "{err:?}");
         let err = store.write(None, &sample_record(1, "x")).await.unwrap_err();
@@ -1020,7 +1015,8 @@ mod tests {
             token: None,
             token_file: None,
         };
-        let store = S3Backend::with_provider(config(), provider, Arc::new(stub), clock.clone());
+        let store =
+            S3Backend::with_provider(config(), provider, Arc::new(stub), clock.clone(), Arc::new(OsEntropy)).unwrap();
         let elector =
             crate::Elector::builder(store).owner("a").ttl(Duration::from_secs(9)).clock(clock.clone()).build().unwrap();
         let mut events = elector.run();

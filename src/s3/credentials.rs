@@ -138,8 +138,14 @@ fn default_chain(env: &dyn Fn(&str) -> Option<String>, region: &str) -> Result<P
             profiles.where_()
         ));
     }
+    Ok(instance_metadata(env))
+}
+
+/// The EC2 instance metadata service, at `AWS_EC2_METADATA_SERVICE_ENDPOINT`
+/// or its link-local address.
+fn instance_metadata(env: &dyn Fn(&str) -> Option<String>) -> Provider {
     let endpoint = env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into());
-    Ok(Provider::InstanceMetadata { endpoint })
+    Provider::InstanceMetadata { endpoint }
 }
 
 /// Container credentials, if the environment names an endpoint.
@@ -170,6 +176,13 @@ fn container(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Provider>, S
         token: env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
         token_file: env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").map(PathBuf::from),
     }))
+}
+
+/// Static keys from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+/// `AWS_SESSION_TOKEN`, if the first two are set.
+fn from_environment(env: &dyn Fn(&str) -> Option<String>) -> Option<Provider> {
+    let (id, secret) = (env("AWS_ACCESS_KEY_ID")?, env("AWS_SECRET_ACCESS_KEY")?);
+    Some(Provider::Static { credentials: keys(id, secret, env("AWS_SESSION_TOKEN")), origin: "the environment".into() })
 }
 
 fn keys(id: String, secret: String, token: Option<String>) -> Credentials {
@@ -235,16 +248,10 @@ fn from_profile(
                 .ok_or_else(|| format!("profile [{name}] is its own source_profile but has no static keys"))?,
             (Some(source), _) => from_profile(profiles, &source, env, region, depth + 1)?,
             (None, Some(kind)) => match kind.as_str() {
-                "Environment" => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-                    (Some(id), Some(secret)) => Provider::Static {
-                        credentials: keys(id, secret, env("AWS_SESSION_TOKEN")),
-                        origin: "the environment".into(),
-                    },
-                    _ => return Err(format!("profile [{name}]: credential_source = Environment, but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")),
-                },
-                "Ec2InstanceMetadata" => Provider::InstanceMetadata {
-                    endpoint: env("AWS_EC2_METADATA_SERVICE_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into()),
-                },
+                "Environment" => from_environment(env).ok_or_else(|| {
+                    format!("profile [{name}]: credential_source = Environment, but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
+                })?,
+                "Ec2InstanceMetadata" => instance_metadata(env),
                 "EcsContainer" => container(env)?.ok_or_else(|| {
                     format!("profile [{name}]: credential_source = EcsContainer, but no container credentials endpoint is set")
                 })?,

@@ -240,24 +240,9 @@ fn credential_process_output_is_used_and_its_failure_is_reported() {
     assert!(text(&output).contains("token expired, log in again"), "{}", text(&output));
 }
 
-/// The moto server, or `None` (with a note) when it is not running.
-fn moto() -> Option<(String, String)> {
-    match (std::env::var("HOPLOCK_MOTO_ENDPOINT"), std::env::var("HOPLOCK_MOTO_BUCKET")) {
-        (Ok(endpoint), Ok(bucket)) => Some((endpoint, bucket)),
-        _ => {
-            assert!(
-                std::env::var("HOPLOCK_REQUIRE_S3").as_deref() != Ok("1"),
-                "HOPLOCK_REQUIRE_S3=1 but HOPLOCK_MOTO_ENDPOINT / HOPLOCK_MOTO_BUCKET are not set"
-            );
-            eprintln!("skipped: no moto server (run `cargo xtask test`)");
-            None
-        }
-    }
-}
-
 #[test]
 fn web_identity_assumes_the_role_through_sts() {
-    let Some((endpoint, bucket)) = moto() else { return };
+    let Some(crate::Server { endpoint, bucket }) = crate::moto() else { return };
     let home = Scratch::new();
     let token = home.write("token", "eyJhbGciOi.fake.jwt\n");
     let env = [
@@ -273,7 +258,7 @@ fn web_identity_assumes_the_role_through_sts() {
 
 #[test]
 fn an_assumed_role_is_refreshed_during_a_held_term_without_disturbing_renewals() {
-    let Some((endpoint, bucket)) = moto() else { return };
+    let Some(crate::Server { endpoint, bucket }) = crate::moto() else { return };
     let home = Scratch::new();
     // Keys that live 30 s are refreshed after 15 s; the term lasts 40 s.
     let config = home.write(

@@ -15,14 +15,24 @@ pub struct Server {
 /// The server, or `None` (with a note) when the S3 tests should skip. With
 /// `HOPLOCK_REQUIRE_S3=1` a missing server fails the test instead.
 pub fn server() -> Option<Server> {
-    match (std::env::var("HOPLOCK_S3_ENDPOINT"), std::env::var("HOPLOCK_S3_BUCKET")) {
+    started("HOPLOCK_S3_ENDPOINT", "HOPLOCK_S3_BUCKET", "S3 server")
+}
+
+/// The moto server (STS, and an S3 that takes STS keys), as [`server`].
+pub fn moto() -> Option<Server> {
+    started("HOPLOCK_MOTO_ENDPOINT", "HOPLOCK_MOTO_BUCKET", "moto server")
+}
+
+/// A server `cargo xtask test` started, from its two variables.
+fn started(endpoint: &str, bucket: &str, what: &str) -> Option<Server> {
+    match (std::env::var(endpoint), std::env::var(bucket)) {
         (Ok(endpoint), Ok(bucket)) => Some(Server { endpoint, bucket }),
         _ => {
             assert!(
                 std::env::var("HOPLOCK_REQUIRE_S3").as_deref() != Ok("1"),
-                "HOPLOCK_REQUIRE_S3=1 but no server set"
+                "HOPLOCK_REQUIRE_S3=1 but {endpoint} / {bucket} are not set"
             );
-            eprintln!("skipped: no S3 server (run `cargo xtask test`)");
+            eprintln!("skipped: no {what} (run `cargo xtask test`)");
             None
         }
     }
