@@ -161,10 +161,35 @@ pub struct Lease {
 
 /// Handed to leader-only work: cancelled when leadership ends, before the
 /// lease can have passed to anyone else.
-#[derive(Clone, Debug)]
+///
+/// The context also knows the instant by which the elector steps down if no
+/// renewal lands, and counts as cancelled from then on by itself. After a
+/// process pause (a GC, a suspended VM) the work's own timers may fire
+/// before the elector's task has run and cancelled anything; asking the
+/// context then still gives the right answer.
+#[derive(Clone)]
 pub struct LeaderContext {
     generation: Generation,
-    cancelled: watch::Receiver<bool>,
+    validity: watch::Receiver<Validity>,
+    clock: Arc<dyn Clock>,
+}
+
+/// How long a leader context is good for: until it is cancelled, and no
+/// later than `until` on the elector's monotonic clock (moved on by every
+/// confirmed renewal).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Validity {
+    cancelled: bool,
+    until: Instant,
+}
+
+impl fmt::Debug for LeaderContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderContext")
+            .field("generation", &self.generation)
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LeaderContext {
@@ -175,14 +200,29 @@ impl LeaderContext {
 
     /// Whether leadership has ended.
     pub fn is_cancelled(&self) -> bool {
-        *self.cancelled.borrow()
+        let validity = *self.validity.borrow();
+        validity.cancelled || self.clock.now() >= validity.until
     }
 
     /// Completes when leadership ends.
     pub async fn cancelled(&self) {
-        let mut receiver = self.cancelled.clone();
-        // An error means the sender is gone, which also ends leadership.
-        let _ = receiver.wait_for(|cancelled| *cancelled).await;
+        let mut receiver = self.validity.clone();
+        loop {
+            let validity = *receiver.borrow_and_update();
+            if validity.cancelled || self.clock.now() >= validity.until {
+                return;
+            }
+            tokio::select! {
+                biased;
+                changed = receiver.changed() => {
+                    // The sender is gone, which also ends leadership.
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = self.clock.sleep_until(validity.until) => return,
+            }
+        }
     }
 }
 
@@ -847,12 +887,12 @@ enum Taken {
 }
 
 impl<B: Backend> Inner<B> {
-    fn end_term(&self, cancel: &watch::Sender<bool>) {
+    fn end_term(&self, cancel: &watch::Sender<Validity>) {
         if self.leading.swap(false, Ordering::AcqRel) {
             let generation = Generation(self.generation.load(Ordering::Acquire));
             crate::metrics::leadership(&self.owner, false, generation);
         }
-        cancel.send_replace(true);
+        cancel.send_modify(|validity| validity.cancelled = true);
     }
 
     /// Writes the released record (or, under the reference policy, deletes

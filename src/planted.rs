@@ -160,3 +160,26 @@ pub(crate) fn active(bug: Bug) -> bool {
         false
     }
 }
+
+/// [`Bug::TrustExpiresAt`]: whether the record's `expires_at` has passed on
+/// this process's wall clock. Kept here, outside the elector's files, so
+/// that mutation testing (built without this feature) does not count code
+/// it cannot run.
+#[cfg_attr(not(feature = "planted"), allow(unused_variables))]
+pub(crate) fn trusts_expires_at(record: &crate::lease::LeaseRecord, wall: std::time::SystemTime) -> bool {
+    active(Bug::TrustExpiresAt) && record.expires_at_time().is_none_or(|at| at <= wall)
+}
+
+/// [`Bug::WallClockDeadline`]: the term's end computed from the wall clock,
+/// as the time the hold lasts minus the wall time since the last renewal
+/// was sent.
+#[cfg(feature = "planted")]
+pub(crate) fn wall_clock_deadline(
+    now: crate::clock::Instant,
+    wall_now: std::time::SystemTime,
+    wall_sent: std::time::SystemTime,
+    timing: &crate::elector::core::Timing,
+) -> crate::clock::Instant {
+    let elapsed = wall_now.duration_since(wall_sent).unwrap_or_default();
+    now + timing.hold_for().saturating_sub(elapsed)
+}

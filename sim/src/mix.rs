@@ -94,6 +94,7 @@ pub fn world(seed: u64, bounds: &MixBounds) -> World {
         ambiguous_success_rate: if ambiguous { draw.below(5) as f64 / 100.0 } else { 0.0 },
         applied_error_500_rate: if ambiguous { draw.below(3) as f64 / 100.0 } else { 0.0 },
         silent_reply_rate: if ambiguous { draw.below(3) as f64 / 100.0 } else { 0.0 },
+        throttle_429_rate: draw.below(4) as f64 / 100.0,
     };
     let faults = Faults {
         read: op(&mut draw, false),

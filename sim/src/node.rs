@@ -182,6 +182,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         downstream: context.downstream.clone(),
         node: name.clone(),
     };
+    let mut campaigns = 0u64;
     match context.spec.workload.api {
         Api::Run => {
             // The work starts from the event and holds the guard until it
@@ -208,6 +209,13 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             std::future::pending().await
         }
         Api::Lead | Api::DropLead => loop {
+            campaigns += 1;
+            if let Some(ms) = context.spec.workload.rest_after_term_ms
+                && campaigns > 1
+            {
+                use hoplock::clock::Clock;
+                clock.sleep_until(clock.now() + Duration::from_millis(ms)).await;
+            }
             let work = workload(&context);
             let (started, began) = tokio::sync::oneshot::channel::<u64>();
             let lead = elector.lead(|ctx, lease| {

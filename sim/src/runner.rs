@@ -226,6 +226,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             reach_changed = true;
             false
         });
+        reach_changed |= reach.outage_ended(now);
         if reach_changed {
             let contenders = reach.contenders(&names, now);
             if contention.last().is_none_or(|(_, last)| *last != contenders) {
@@ -283,6 +284,8 @@ enum OperatorOp {
     /// floor or the stored generation, whichever is higher; refused, as the
     /// tool refuses, when that generation has no successor.
     Reset(u64),
+    /// Every request refused for this long, with this status.
+    Outage(Duration, u16),
 }
 
 impl OperatorOp {
@@ -312,6 +315,10 @@ impl OperatorOp {
                 };
                 s3.put_direct(BUCKET, KEY, record.encode().into(), OPERATOR);
             }
+            // The status was checked when the scenario was validated.
+            OperatorOp::Outage(duration, status) => {
+                let _ = s3.outage(duration, status);
+            }
         }
     }
 }
@@ -337,6 +344,8 @@ struct Reach {
     held: BTreeSet<(String, String)>,
     /// Whether the key holds a record no elector may take over.
     store_unusable: bool,
+    /// Until when the store refuses every request.
+    outage_until: Option<Duration>,
 }
 
 impl Reach {
@@ -373,7 +382,17 @@ impl Reach {
             // the key is reset or deleted.
             Action::WriteRecord { record } => self.store_unusable = record.unusable(),
             Action::DeleteKey | Action::ResetKey { .. } => self.store_unusable = false,
+            Action::Outage { for_ms, .. } => self.outage_until = Some(now + Duration::from_millis(*for_ms)),
         }
+    }
+
+    /// Whether an outage has just ended: who can contend changes then.
+    fn outage_ended(&mut self, now: Duration) -> bool {
+        let ended = self.outage_until.is_some_and(|until| until <= now);
+        if ended {
+            self.outage_until = None;
+        }
+        ended
     }
 
     /// Whether the schedule has partitioned (either way) or held the link
@@ -392,7 +411,7 @@ impl Reach {
     }
 
     fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
-        if self.store_unusable {
+        if self.store_unusable || self.outage_until.is_some_and(|until| now < until) {
             return Vec::new();
         }
         nodes
@@ -476,6 +495,9 @@ fn apply(
         Action::WriteRecord { record } => controls.operate(OperatorOp::Write(record.bytes())),
         Action::DeleteKey => controls.operate(OperatorOp::Delete),
         Action::ResetKey { generation_floor } => controls.operate(OperatorOp::Reset(*generation_floor)),
+        Action::Outage { for_ms, status } => {
+            controls.operate(OperatorOp::Outage(Duration::from_millis(*for_ms), *status));
+        }
     }
     history.record(now, "world", Event::Fault { action: action.label() });
 }
@@ -568,6 +590,12 @@ pub fn validate(world: &World) -> Result<(), SimError> {
                 .to_string();
             return invalid(field("workload.release_after_ms"), message);
         }
+        if node.workload.api == crate::world::Api::Run && node.workload.rest_after_term_ms.is_some() {
+            let message = "the run() API campaigns on its own after every term; \
+                           use api = \"lead\" to rest between terms"
+                .to_string();
+            return invalid(field("workload.rest_after_term_ms"), message);
+        }
     }
     let host = |name: &str| name == S3_HOST || name == LEADER || names.contains(name);
     for scheduled in &world.schedule {
@@ -586,6 +614,13 @@ pub fn validate(world: &World) -> Result<(), SimError> {
                 scheduled.at_ms,
                 scheduled.action.verb()
             );
+            return invalid("schedule".into(), message);
+        }
+        if let Action::Outage { status, .. } = scheduled.action
+            && !fake_s3::http::OUTAGE_STATUSES.contains(&status)
+        {
+            let message =
+                format!("the schedule at {} ms: {}", scheduled.at_ms, fake_s3::http::UnknownOutageStatus(status));
             return invalid("schedule".into(), message);
         }
         if let Some(unknown) = named.into_iter().find(|name| !host(name)) {
@@ -664,7 +699,9 @@ fn checker_context(world: &World) -> Context {
 /// it fails until it is repaired, about loss / (loss + repair) of the time;
 /// a request and its connection take about six messages).
 fn failure_probability(world: &World) -> f64 {
-    let rate = |op: &fake_s3::OpFaults| op.error_500_rate + op.slow_down_503_rate + op.ambiguous_success_rate;
+    let rate = |op: &fake_s3::OpFaults| {
+        op.error_500_rate + op.slow_down_503_rate + op.throttle_429_rate + op.ambiguous_success_rate
+    };
     let store = rate(&world.s3.faults.read).max(rate(&world.s3.faults.write));
     let (loss, repair) = (world.network.loss_rate, world.network.loss_repair_rate);
     let down = if loss > 0.0 { loss / (loss + repair.max(1e-9)) } else { 0.0 };

@@ -67,6 +67,12 @@ pub struct Scenario {
     /// loop is not unsafe, but it is a bug, and the bill shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests_per_leader_hour: Option<u64>,
+    /// A bound: the longest any handover to another node may take, from
+    /// the old leader's end to the new leader's start, as the failover
+    /// figures measure it. A handover that should take one poll but waits
+    /// out a TTL is not unsafe, but users pay for it in downtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failover_ms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -302,6 +308,7 @@ impl Scenario {
             expect,
             tolerate: Vec::new(),
             max_requests_per_leader_hour: None,
+            max_failover_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -363,7 +370,17 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
-        Verdict { found, missing, unexpected, over_budget }
+        let slow_failovers = match self.max_failover_ms {
+            Some(bound) => reports
+                .iter()
+                .filter_map(|report| {
+                    let longest = report.stats.failover_gaps_us.iter().copied().max()?;
+                    (longest > bound.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Verdict { found, missing, unexpected, over_budget, slow_failovers }
     }
 }
 
@@ -405,21 +422,29 @@ pub struct Verdict {
     pub unexpected: Vec<(Finding, Vec<u64>)>,
     /// Runs over the request budget: seed and requests per leader-hour.
     pub over_budget: Vec<(u64, f64)>,
+    /// Runs with a handover slower than `max_failover_ms`: seed and the
+    /// slowest handover, in milliseconds.
+    pub slow_failovers: Vec<(u64, f64)>,
 }
 
 impl Verdict {
     /// Whether the outcome is what the scenario expects.
     pub fn as_expected(&self) -> bool {
-        self.missing.is_empty() && self.unexpected.is_empty() && self.over_budget.is_empty()
+        self.missing.is_empty()
+            && self.unexpected.is_empty()
+            && self.over_budget.is_empty()
+            && self.slow_failovers.is_empty()
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
-    /// of the first unexpected violation, else the first run over budget, or
-    /// `None` when only an expected finding is missing (no single seed shows
-    /// an absence).
+    /// of the first unexpected violation, else the first run over budget or
+    /// with a slow handover, or `None` when only an expected finding is
+    /// missing (no single seed shows an absence).
     pub fn replay_seed(&self) -> Option<u64> {
         let violation = self.unexpected.first().and_then(|(_, seeds)| seeds.first().copied());
-        violation.or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
+        violation
+            .or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
     }
 }
 
@@ -587,5 +612,29 @@ mod tests {
             ..scenario
         };
         assert_eq!(expecting.verdict(&[]).missing, vec![Finding::StaleWritesRejected]);
+    }
+
+    #[test]
+    fn a_handover_slower_than_the_bound_is_unexpected() {
+        let report = |seed, gaps_ms: &[u64]| Report {
+            seed,
+            entries: Vec::new(),
+            trace_hash: 0,
+            violations: Vec::new(),
+            stats: crate::runner::Stats {
+                failover_gaps_us: gaps_ms.iter().map(|ms| ms * 1000).collect(),
+                ..Default::default()
+            },
+        };
+        let reports = [report(0, &[300, 900]), report(1, &[6100, 200]), report(2, &[])];
+        let unbounded = Scenario::parse("s.toml", MINIMAL).unwrap();
+        assert!(unbounded.verdict(&reports).as_expected());
+        let bounded = Scenario { max_failover_ms: Some(1000), ..unbounded };
+        let verdict = bounded.verdict(&reports);
+        assert_eq!(verdict.slow_failovers, vec![(1, 6100.0)]);
+        assert!(!verdict.as_expected());
+        assert_eq!(verdict.replay_seed(), Some(1));
+        let text = format!("max_failover_ms = 1000\n{MINIMAL}");
+        assert_eq!(Scenario::parse("s.toml", &text).unwrap().max_failover_ms, Some(1000));
     }
 }

@@ -196,6 +196,12 @@ pub struct WorkloadSpec {
     /// Also call `Elector::observe` this often, recording what it reports.
     #[serde(default)]
     pub observe_every_ms: Option<u64>,
+    /// With `api = "lead"` or `"drop-lead"`: after each term, wait this long
+    /// before campaigning again, as a process that leaves leadership to
+    /// others for a while. The next leader then has to take over from the
+    /// record this term left behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest_after_term_ms: Option<u64>,
 }
 
 /// Which of the elector's interfaces a node's work uses.
@@ -236,6 +242,7 @@ impl Default for WorkloadSpec {
             api: Api::Lead,
             drop_after_ms: default_drop_after_ms(),
             observe_every_ms: None,
+            rest_after_term_ms: None,
         }
     }
 }
@@ -305,6 +312,14 @@ pub enum Action {
     /// What `hoplock lease reset --generation-floor` does: a released record
     /// at the floor or the stored generation, whichever is higher.
     ResetKey { generation_floor: u64 },
+    /// The store refuses every request for `for_ms`, applying nothing: an
+    /// outage, or throttling of the whole prefix. `status` is the answer:
+    /// 503 (SlowDown, the default), 429 or 500.
+    Outage {
+        for_ms: u64,
+        #[serde(default = "default_outage_status")]
+        status: u16,
+    },
 }
 
 /// A record written by someone else. With `raw`, those bytes are stored
@@ -357,6 +372,10 @@ impl ForeignRecord {
     }
 }
 
+fn default_outage_status() -> u16 {
+    503
+}
+
 /// The node name that stands for the current leader in a scheduled action.
 pub const LEADER: &str = "@leader";
 
@@ -373,7 +392,9 @@ impl Action {
             | Action::Pause { node, .. }
             | Action::Stop { node }
             | Action::StepClock { node, .. } => vec![node],
-            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } => Vec::new(),
+            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
+                Vec::new()
+            }
         }
     }
 
@@ -391,7 +412,9 @@ impl Action {
             Action::Pause { node, for_ms } => Action::Pause { node: pick(node), for_ms: *for_ms },
             Action::Stop { node } => Action::Stop { node: pick(node) },
             Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
-            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } => self.clone(),
+            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
+                self.clone()
+            }
         }
     }
 
@@ -411,6 +434,7 @@ impl Action {
             Action::WriteRecord { .. } => "write-record",
             Action::DeleteKey => "delete-key",
             Action::ResetKey { .. } => "reset-key",
+            Action::Outage { .. } => "outage",
         };
         let mut label = verb.to_string();
         for host in self.hosts() {
@@ -430,6 +454,7 @@ impl Action {
                 )),
             },
             Action::ResetKey { generation_floor } => label.push_str(&format!(" floor {generation_floor}")),
+            Action::Outage { for_ms, status } => label.push_str(&format!(" for {for_ms} ms answering {status}")),
             _ => {}
         }
         label

@@ -194,7 +194,7 @@ impl<B: Backend> Elector<B> {
         let (mut term, generation, cancelled) = loop {
             let (held, involuntary) = inner.acquire(&mut stop).await?;
             let generation = held.record.generation;
-            let (cancel, cancelled) = watch::channel(false);
+            let (cancel, cancelled) = watch::channel(Validity { cancelled: false, until: held.ends_at });
             let mut term = TermGuard { inner: inner.clone(), held: Some(held), cancel, started: false };
             let lock_delay = if involuntary && !planted::active(Bug::SkipLockDelay) {
                 inner.timing().lock_delay
@@ -221,7 +221,7 @@ impl<B: Backend> Elector<B> {
         };
 
         term.started = true;
-        let context = LeaderContext { generation, cancelled };
+        let context = LeaderContext { generation, validity: cancelled, clock: inner.clock.clone() };
         let lease = Lease { generation, owner: inner.owner.clone(), incarnation: inner.incarnation.clone() };
         let (guard, stopped) = match announce_to {
             Some(_) => WorkGuard::armed(),

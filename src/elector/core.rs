@@ -279,7 +279,7 @@ impl Core {
                         involuntary: true,
                     };
                 }
-                if planted::active(Bug::TrustExpiresAt) && record.expires_at_time().is_none_or(|at| at <= wall) {
+                if planted::trusts_expires_at(record, wall) {
                     return Decision::Take {
                         expected: Some(stored.version.clone()),
                         generation: next,

@@ -10,7 +10,8 @@ use super::*;
 pub(super) struct TermGuard<B: Backend> {
     pub(super) inner: Arc<Inner<B>>,
     pub(super) held: Option<Held>,
-    pub(super) cancel: watch::Sender<bool>,
+    /// Cancels the context, and tells it how long the term lasts.
+    pub(super) cancel: watch::Sender<Validity>,
     /// Whether the term was announced and its work started; a term still in
     /// its lock-delay ends without events.
     pub(super) started: bool,
@@ -39,9 +40,16 @@ impl<B: Backend> TermGuard<B> {
         loop {
             #[cfg(feature = "planted")]
             if planted::active(Bug::WallClockDeadline) {
-                let elapsed = inner.clock.wall().duration_since(wall_sent).unwrap_or_default();
-                held.ends_at = inner.clock.now() + timing.hold_for().saturating_sub(elapsed);
+                held.ends_at = planted::wall_clock_deadline(inner.clock.now(), inner.clock.wall(), wall_sent, &timing);
             }
+            // The context stops counting as valid at the term's end by
+            // itself, so work woken from a pause never acts on a term the
+            // elector has not yet seen end.
+            self.cancel.send_if_modified(|validity| {
+                let moved = validity.until != held.ends_at;
+                validity.until = held.ends_at;
+                moved
+            });
             // Wait for the renewal time. The lease end comes first in every
             // select: stopping in time matters more than anything else.
             tokio::select! {

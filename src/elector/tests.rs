@@ -935,3 +935,31 @@ fn the_stop_margin_must_cover_the_timer_resolution() {
     assert!(build(Duration::from_millis(5), Some(coarse.clone())).is_err());
     assert!(build(Duration::from_millis(10), Some(coarse)).is_ok());
 }
+
+/// After a pause the work's timers can fire before the elector's task runs:
+/// the context must then already count as cancelled if the term's end has
+/// passed, even though nobody has cancelled it yet.
+#[tokio::test(start_paused = true)]
+async fn a_context_counts_as_cancelled_once_its_term_has_ended_without_the_elector() {
+    let clock: Arc<dyn Clock> = Arc::new(DriftingClock::new(SystemTime::UNIX_EPOCH, 0));
+    let until = clock.now() + Duration::from_secs(1);
+    let (sender, validity) = watch::channel(Validity { cancelled: false, until });
+    let context = LeaderContext { generation: Generation(3), validity, clock: clock.clone() };
+    assert!(!context.is_cancelled());
+    // Time passes with nobody touching the sender, as in a process pause.
+    tokio::time::advance(Duration::from_millis(999)).await;
+    assert!(!context.is_cancelled());
+    // A zero timeout polls the future once: an error means it was pending.
+    assert!(tokio::time::timeout(Duration::ZERO, context.cancelled()).await.is_err());
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(context.is_cancelled());
+    assert!(tokio::time::timeout(Duration::ZERO, context.cancelled()).await.is_ok());
+
+    // A renewal moves the end; cancelling ends it at once.
+    sender.send_modify(|validity| validity.until = clock.now() + Duration::from_secs(5));
+    assert!(!context.is_cancelled());
+    sender.send_modify(|validity| validity.cancelled = true);
+    assert!(context.is_cancelled());
+    assert!(tokio::time::timeout(Duration::ZERO, context.cancelled()).await.is_ok());
+    assert!(format!("{context:?}").contains("cancelled: true"));
+}

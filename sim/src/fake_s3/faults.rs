@@ -111,6 +111,10 @@ pub struct OpFaults {
     pub error_500_rate: f64,
     /// Fraction of requests answered `503 SlowDown` without being applied.
     pub slow_down_503_rate: f64,
+    /// Fraction of requests answered `429 TooManyRequests` without being
+    /// applied, as several S3-compatible providers throttle. Unlike a 5xx,
+    /// a 4xx says for certain that nothing changed.
+    pub throttle_429_rate: f64,
     /// Fraction of requests that are handled (a write applied, if its
     /// condition holds) and then get no answer: the connection is closed
     /// instead, so the client cannot tell whether its write happened.
@@ -236,6 +240,7 @@ impl OpFaults {
         for (field, value) in [
             ("error_500_rate", self.error_500_rate),
             ("slow_down_503_rate", self.slow_down_503_rate),
+            ("throttle_429_rate", self.throttle_429_rate),
             ("ambiguous_success_rate", self.ambiguous_success_rate),
             ("applied_error_500_rate", self.applied_error_500_rate),
             ("silent_reply_rate", self.silent_reply_rate),
@@ -260,7 +265,11 @@ impl OpFaults {
     /// the rates, so that one seed keeps its meaning when a rate changes.
     pub(crate) fn draw(&self, rng: &mut Rng) -> Draw {
         let latency = self.latency.sample(rng);
-        let slow_down = rng.chance(self.slow_down_503_rate);
+        // One draw decides both refusals that change nothing, so adding the
+        // 429 rate did not shift the draws of runs that do not use it.
+        let refusal = unit(rng.next_u64());
+        let slow_down = refusal < self.slow_down_503_rate;
+        let throttled = !slow_down && refusal < self.slow_down_503_rate + self.throttle_429_rate;
         let error_500 = rng.chance(self.error_500_rate);
         let drop_reply = rng.chance(self.ambiguous_success_rate);
         let applied_error_500 = rng.chance(self.applied_error_500_rate);
@@ -269,7 +278,7 @@ impl OpFaults {
         // fraction would stretch the request past its latency.
         let commit_ms = (latency.as_millis() as f64 * unit(rng.next_u64())).floor() as u64;
         let commit_at = Duration::from_millis(commit_ms).min(latency);
-        Draw { latency, commit_at, slow_down, error_500, drop_reply, applied_error_500, silent }
+        Draw { latency, commit_at, slow_down, throttled, error_500, drop_reply, applied_error_500, silent }
     }
 }
 
@@ -304,6 +313,7 @@ pub(crate) struct Draw {
     /// When, within `latency`, the request reads or changes the store.
     pub(crate) commit_at: Duration,
     pub(crate) slow_down: bool,
+    pub(crate) throttled: bool,
     pub(crate) error_500: bool,
     pub(crate) drop_reply: bool,
     pub(crate) applied_error_500: bool,

@@ -268,6 +268,7 @@ impl FakeS3Builder {
                 in_flight: Mutex::new(BTreeMap::new()),
                 next_sequence: AtomicU64::new(0),
                 virtual_host_domain: self.virtual_host_domain,
+                outage_until: Mutex::new(None),
             }),
         })
     }
@@ -325,6 +326,9 @@ struct Inner {
     in_flight: Mutex<BTreeMap<(String, String), BTreeSet<u64>>>,
     next_sequence: AtomicU64,
     virtual_host_domain: Option<String>,
+    /// Until when every object request is refused, and with which status:
+    /// an outage of the store, or throttling of the whole prefix.
+    outage_until: Mutex<Option<(Instant, u16)>>,
 }
 
 impl fmt::Debug for FakeS3 {
@@ -336,6 +340,14 @@ impl fmt::Debug for FakeS3 {
             .finish_non_exhaustive()
     }
 }
+
+/// The answers an outage may give: see [`FakeS3::outage`].
+pub const OUTAGE_STATUSES: [u16; 3] = [429, 500, 503];
+
+/// An outage status the fake S3 does not model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("an outage answers 429, 500 or 503, not {0}")]
+pub struct UnknownOutageStatus(pub u16);
 
 /// Locks a mutex, taking over a poisoned one: every critical section here
 /// leaves the data whole, so a panic elsewhere does not make it unusable.
@@ -423,6 +435,31 @@ impl FakeS3 {
         let stored = lock(&self.inner.store).put(bucket, key, body, None, &Conditions::default(), wall).ok()?;
         self.report_direct(OpKind::Write, bucket, key, Some(&stored), client, now);
         Some(stored)
+    }
+
+    /// Refuses every object request that reaches the store within the next
+    /// `duration`, applying nothing: an outage, as a region or an
+    /// overloaded prefix has them. `status` is the answer: 503 SlowDown (as
+    /// AWS throttles), 429 TooManyRequests (as several S3-compatible
+    /// providers do) or 500 InternalError.
+    ///
+    /// # Errors
+    ///
+    /// Any other status is refused: the fake S3 would not know what it
+    /// means.
+    pub fn outage(&self, duration: Duration, status: u16) -> Result<(), UnknownOutageStatus> {
+        if !OUTAGE_STATUSES.contains(&status) {
+            return Err(UnknownOutageStatus(status));
+        }
+        let until = self.inner.clock.now() + duration;
+        *lock(&self.inner.outage_until) = Some((until, status));
+        Ok(())
+    }
+
+    /// The status every request gets now, during an outage.
+    fn outage_status(&self) -> Option<u16> {
+        let outage = *lock(&self.inner.outage_until);
+        outage.and_then(|(until, status)| (self.inner.clock.now() < until).then_some(status))
     }
 
     /// Deletes `key` at once and unconditionally, on behalf of `client`.
@@ -533,8 +570,12 @@ impl FakeS3 {
         let mut after = draw.latency - before;
         self.sleep(before).await;
 
-        let applied = if draw.slow_down {
+        let applied = if let Some(status) = self.outage_status() {
+            Applied::refused(S3Failure::outage(status))
+        } else if draw.slow_down {
             Applied::refused(S3Failure::new(503, "SlowDown", "Please reduce your request rate."))
+        } else if draw.throttled {
+            Applied::refused(S3Failure::new(429, "TooManyRequests", "Please reduce your request rate."))
         } else if draw.error_500 {
             Applied::refused(S3Failure::new(
                 500,

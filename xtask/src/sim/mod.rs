@@ -356,6 +356,10 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let budget = named.scenario.max_requests_per_leader_hour.unwrap_or_default();
         eprintln!("  seed {seed} made {rate:.0} S3 requests per leader-hour; the budget is {budget}");
     }
+    for (seed, gap_ms) in &outcome.verdict.slow_failovers {
+        let bound = named.scenario.max_failover_ms.unwrap_or_default();
+        eprintln!("  seed {seed} took {gap_ms:.0} ms to hand over to another node; the bound is {bound} ms");
+    }
     for finding in &outcome.verdict.missing {
         let ran = seeds(&named.scenario, options);
         eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
@@ -401,6 +405,7 @@ struct JsonScenario<'a> {
     missing: Vec<Finding>,
     unexpected: Vec<(Finding, Vec<u64>)>,
     over_budget: Vec<(u64, f64)>,
+    slow_failovers: Vec<(u64, f64)>,
     runs: Vec<JsonRun<'a>>,
     errors: &'a [(u64, String)],
 }
@@ -426,6 +431,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             missing: outcome.verdict.missing.clone(),
             unexpected: outcome.verdict.unexpected.clone(),
             over_budget: outcome.verdict.over_budget.clone(),
+            slow_failovers: outcome.verdict.slow_failovers.clone(),
             runs: outcome
                 .reports
                 .iter()

@@ -277,7 +277,7 @@ fn node_strategy() -> impl Strategy<Value = NodeSpec> {
 }
 
 fn store_strategy() -> impl Strategy<Value = Faults> {
-    let rates = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.1);
+    let rates = (0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.2, 0.0f64..0.1, 0.0f64..0.1, 0.0f64..0.1);
     // Up to the smallest request timeout drawn (TTL 3 s / 6): late replies
     // and early commits, or the reverse.
     let latency = prop_oneof![
@@ -287,13 +287,21 @@ fn store_strategy() -> impl Strategy<Value = Faults> {
     ];
     let op = (rates, latency).prop_map(
         |(
-            (error_500_rate, slow_down_503_rate, ambiguous_success_rate, applied_error_500_rate, silent_reply_rate),
+            (
+                error_500_rate,
+                slow_down_503_rate,
+                ambiguous_success_rate,
+                applied_error_500_rate,
+                silent_reply_rate,
+                throttle_429_rate,
+            ),
             latency,
         )| {
             OpFaults {
                 latency,
                 error_500_rate,
                 slow_down_503_rate,
+                throttle_429_rate,
                 ambiguous_success_rate,
                 applied_error_500_rate,
                 silent_reply_rate,

@@ -28,6 +28,15 @@ impl S3Failure {
         self
     }
 
+    /// The answer to every request during an outage with `status`.
+    pub(super) fn outage(status: u16) -> S3Failure {
+        match status {
+            429 => S3Failure::new(429, "TooManyRequests", "Please reduce your request rate."),
+            500 => S3Failure::new(500, "InternalError", "We encountered an internal error. Please try again."),
+            _ => S3Failure::new(503, "SlowDown", "Please reduce your request rate."),
+        }
+    }
+
     pub(super) fn invalid_uri() -> S3Failure {
         S3Failure::new(400, "InvalidURI", "Couldn't parse the specified URI.")
     }

@@ -406,6 +406,34 @@ async fn an_ambiguous_success_is_applied_and_the_reply_dropped() {
     assert_eq!(s3.object("b", "k").unwrap().body(), "x");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_throttled_request_gets_429_and_changes_nothing() {
+    let faults = Faults::everywhere(OpFaults { throttle_429_rate: 1.0, ..OpFaults::default() });
+    let (s3, clock) = fake(ProviderMode::Honest, faults);
+    let response = send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-none-match", "*")], "x")).await;
+    assert_eq!((response.status().as_u16(), code(&response).as_str()), (429, "TooManyRequests"));
+    assert!(s3.object("b", "k").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_refuses_everything_with_503_until_it_ends() {
+    let (s3, clock) = fake(ProviderMode::Honest, Faults::none());
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await.status(), 200);
+    s3.outage(Duration::from_secs(10), 503).unwrap();
+    for method in [Method::GET, Method::PUT, Method::DELETE] {
+        let response = send(&s3, signed(&clock, method, "/b/k", &[], "two")).await;
+        assert_eq!((response.status().as_u16(), code(&response).as_str()), (503, "SlowDown"));
+    }
+    s3.outage(Duration::from_secs(10), 429).unwrap();
+    let response = send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "two")).await;
+    assert_eq!((response.status().as_u16(), code(&response).as_str()), (429, "TooManyRequests"));
+    assert_eq!(s3.outage(Duration::from_secs(1), 404), Err(UnknownOutageStatus(404)));
+    assert_eq!(s3.object("b", "k").unwrap().body(), "one");
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "two")).await.status(), 200);
+    assert_eq!(s3.object("b", "k").unwrap().body(), "two");
+}
+
 #[test]
 fn building_checks_faults_credentials_and_buckets() {
     let builder = || FakeS3::builder(clock(), 1).credentials("AK", "SK");
