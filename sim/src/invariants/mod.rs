@@ -22,6 +22,7 @@ pub mod nobody_led;
 pub mod observe_truthful;
 pub mod one_holder_per_generation;
 pub mod release_after_work;
+pub mod stop_honoured;
 
 /// The properties, as the safety rules in ARCHITECTURE.md number them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -50,6 +51,8 @@ pub enum Property {
     ActionSkipped,
     /// L3: what `Elector::observe` reports is true of the store.
     ObserveTruthful,
+    /// L4: a stopped elector starts no term.
+    StopHonoured,
 }
 
 impl Property {
@@ -67,6 +70,7 @@ impl Property {
             Property::CampaignEnded => "campaign-ended",
             Property::ActionSkipped => "action-skipped",
             Property::ObserveTruthful => "observe-truthful",
+            Property::StopHonoured => "stop-honoured",
         }
     }
 
@@ -80,6 +84,7 @@ impl Property {
                 | Property::CampaignEnded
                 | Property::ActionSkipped
                 | Property::ObserveTruthful
+                | Property::StopHonoured
         )
     }
 
@@ -97,11 +102,12 @@ impl Property {
             Property::CampaignEnded => "an elector's campaign ended with an error",
             Property::ActionSkipped => "a scheduled action was skipped",
             Property::ObserveTruthful => "a follower's observe() reported something the store never held",
+            Property::StopHonoured => "a stopped elector started a term",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 11] = [
+    pub const ALL: [Property; 12] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -113,6 +119,7 @@ impl Property {
         Property::CampaignEnded,
         Property::ActionSkipped,
         Property::ObserveTruthful,
+        Property::StopHonoured,
     ];
 }
 
@@ -234,6 +241,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     campaign_ended::check(entries, &mut violations);
     action_skipped::check(entries, &mut violations);
     observe_truthful::check(entries, context, &mut violations);
+    stop_honoured::check(entries, context, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));
     violations
 }

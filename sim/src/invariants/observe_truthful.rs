@@ -11,10 +11,16 @@
 //! - "unchanged for d" is at most the time since the oldest version the
 //!   read could have returned was written, on the observer's clock;
 //! - "the generation went back" is reported only when a lower generation
-//!   was written after a higher one.
+//!   was written after a higher one;
+//! - when nothing was written between two calls of one observer, the second
+//!   reports the record unchanged for at least the time between them, on
+//!   the observer's clock (an observer that forgets what it saw would make
+//!   a stopped holder look alive forever).
 //!
-//! The last three assume reads return the current version; with a
+//! The last four assume reads return the current version; with a
 //! provider whose reads may be stale they are not checked.
+
+use std::collections::BTreeMap;
 
 use super::{Context, Property, Violation};
 use crate::history::{Entry, Event, StoreOp};
@@ -29,6 +35,8 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         .collect();
     let writes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.generation.is_some()).collect();
     let deletes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op == "delete").collect();
+    // Everything that gave the key a new version, corrupt bytes included.
+    let changes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op != "read").collect();
     let mut flag = |entry: &Entry, generation: Option<u64>, detail: String| {
         violations.push(Violation {
             property: Property::ObserveTruthful,
@@ -38,6 +46,8 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             detail,
         });
     };
+    // Each observer's last call that reported a record: (started, ended).
+    let mut previous: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for entry in entries {
         let end = entry.at_us;
         match &entry.event {
@@ -48,6 +58,28 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
                 }
                 if !context.reads_current {
                     continue;
+                }
+                let last = previous.insert(entry.node.as_str(), (*started_us, end));
+                // Nothing written or deleted from the last call's start to
+                // this call's end: both read the same version, which this
+                // observer has known since the last call ended at the latest.
+                if let Some((last_started, last_ended)) = last {
+                    let quiet = !changes.iter().any(|op| op.invoked_us <= end && op.ended_us >= last_started);
+                    let rate = context.node(&entry.node).map_or(1.0, |facts| facts.rate);
+                    let gap = (started_us.saturating_sub(last_ended) as f64 * rate) as u64;
+                    let at_least = gap.saturating_sub(2 * context.tick_us);
+                    if quiet && *unchanged_for_us < at_least {
+                        flag(
+                            entry,
+                            Some(*generation),
+                            format!(
+                                "observe reported the record unchanged for {:.3} s, but the same version was \
+                                 already seen {:.3} s before",
+                                *unchanged_for_us as f64 / 1e6,
+                                at_least as f64 / 1e6
+                            ),
+                        );
+                    }
                 }
                 // The version current when the call began was written no
                 // earlier than the last write that had surely landed by then.
@@ -70,7 +102,13 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
                     );
                 }
             }
+            // A restarted observer, or a call that reported no record or a
+            // step back, remembers nothing to compare with.
+            Event::Started { .. } | Event::Crashed => {
+                previous.remove(entry.node.as_str());
+            }
             Event::ObservedNothing { started_us } if context.reads_current => {
+                previous.remove(entry.node.as_str());
                 let Some(first) = writes.iter().filter(|op| op.ended_us <= *started_us).map(|op| op.invoked_us).min()
                 else {
                     continue;
@@ -81,6 +119,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
                 }
             }
             Event::ObservedGoingBack { seen, found, .. } if context.reads_current => {
+                previous.remove(entry.node.as_str());
                 // Legitimate only if `found` was written after something at
                 // `seen` or above had landed.
                 let higher_landed =
@@ -161,6 +200,42 @@ mod tests {
             at(1_500_000, Event::Observed { generation: 1, started_us: 1_400_000, unchanged_for_us: 1_200_000 }),
         ];
         assert_eq!(run(&entries)[0].property, Property::ObserveTruthful);
+    }
+
+    #[test]
+    fn an_age_that_forgets_an_unchanged_version_is_flagged() {
+        // The same version read at 1.5 s and again at 3.4 s with nothing
+        // written in between: it has been unchanged for 1.9 s at least.
+        let observed = |started_us, unchanged_for_us| Event::Observed { generation: 1, started_us, unchanged_for_us };
+        let forgetful = [
+            write(1, 1_000_000, 1_010_000),
+            at(1_500_000, observed(1_400_000, 400_000)),
+            at(3_500_000, observed(3_400_000, 0)),
+        ];
+        let found = run(&forgetful);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("already seen"), "{found:?}");
+        let remembering = [
+            write(1, 1_000_000, 1_010_000),
+            at(1_500_000, observed(1_400_000, 400_000)),
+            at(3_500_000, observed(3_400_000, 2_400_000)),
+        ];
+        assert_eq!(run(&remembering), []);
+        // A write in between, or a restart of the observer, allows a fresh age.
+        let rewritten = [
+            write(1, 1_000_000, 1_010_000),
+            at(1_500_000, observed(1_400_000, 400_000)),
+            write(1, 2_000_000, 2_010_000),
+            at(3_500_000, observed(3_400_000, 0)),
+        ];
+        assert_eq!(run(&rewritten), []);
+        let restarted = [
+            write(1, 1_000_000, 1_010_000),
+            at(1_500_000, observed(1_400_000, 400_000)),
+            at(2_000_000, Event::Started { incarnation: 1 }),
+            at(3_500_000, observed(3_400_000, 0)),
+        ];
+        assert_eq!(run(&restarted), []);
     }
 
     #[test]

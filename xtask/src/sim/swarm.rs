@@ -152,15 +152,17 @@ pub fn search(count: u64, mode: Option<ProviderMode>, seed: u64) -> Result<Optio
 }
 
 /// The properties a run broke that no random world may break, in report
-/// order: the safety properties, and the truth of what `observe()` tells
-/// followers (they decide on it). Liveness and vacuity findings are left
-/// out: a random world may well be one where nobody can lead.
+/// order: the safety properties, the truth of what `observe()` tells
+/// followers (they decide on it), and that a stopped elector stays stopped.
+/// Liveness and vacuity findings are left out: a random world may well be
+/// one where nobody can lead.
 fn safety_findings(report: &Report) -> Vec<Finding> {
+    use hoplock_sim::invariants::Property;
     scenario::findings(report)
         .into_iter()
         .filter(|finding| {
             matches!(finding, Finding::Violation(property)
-                if property.is_safety() || *property == hoplock_sim::invariants::Property::ObserveTruthful)
+                if property.is_safety() || matches!(property, Property::ObserveTruthful | Property::StopHonoured))
         })
         .collect()
 }
