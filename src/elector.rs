@@ -220,7 +220,9 @@ impl LeaderContext {
                         return;
                     }
                 }
-                () = self.clock.sleep_until(validity.until) => return,
+                // Looked at again at the top: a renewal may have moved the
+                // end meanwhile.
+                () = self.clock.sleep_until(validity.until) => {}
             }
         }
     }
