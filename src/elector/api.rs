@@ -191,10 +191,10 @@ impl<B: Backend> Elector<B> {
             () = stop.stopped() => return Err(ElectorError::Stopped),
             guard = inner.campaign.lock() => guard,
         };
-        let (mut term, generation, cancelled) = loop {
+        let (mut term, generation, validity) = loop {
             let (held, involuntary) = inner.acquire(&mut stop).await?;
             let generation = held.record.generation;
-            let (cancel, cancelled) = watch::channel(Validity { cancelled: false, until: held.ends_at });
+            let (cancel, validity) = watch::channel(Validity { cancelled: false, until: held.ends_at });
             let mut term = TermGuard { inner: inner.clone(), held: Some(held), cancel, started: false };
             let lock_delay = if involuntary && !planted::active(Bug::SkipLockDelay) {
                 inner.timing().lock_delay
@@ -202,7 +202,7 @@ impl<B: Backend> Elector<B> {
                 Duration::ZERO
             };
             if lock_delay.is_zero() {
-                break (term, generation, cancelled);
+                break (term, generation, validity);
             }
             // The lock-delay runs inside the held term, so the lease is
             // renewed while it passes, and a term lost meanwhile never
@@ -215,13 +215,13 @@ impl<B: Backend> Elector<B> {
                     term.release().await;
                     return Err(ElectorError::Stopped);
                 }
-                HoldEnd::WorkDone(()) => break (term, generation, cancelled),
+                HoldEnd::WorkDone(()) => break (term, generation, validity),
                 HoldEnd::Lost(reason) => term.lose(reason),
             }
         };
 
         term.started = true;
-        let context = LeaderContext { generation, validity: cancelled, clock: inner.clock.clone() };
+        let context = LeaderContext { generation, validity, clock: inner.clock.clone() };
         let lease = Lease { generation, owner: inner.owner.clone(), incarnation: inner.incarnation.clone() };
         let (guard, stopped) = match announce_to {
             Some(_) => WorkGuard::armed(),

@@ -570,18 +570,15 @@ impl FakeS3 {
         let mut after = draw.latency - before;
         self.sleep(before).await;
 
-        let applied = if let Some(status) = self.outage_status() {
-            Applied::refused(S3Failure::outage(status))
-        } else if draw.slow_down {
-            Applied::refused(S3Failure::new(503, "SlowDown", "Please reduce your request rate."))
-        } else if draw.throttled {
-            Applied::refused(S3Failure::new(429, "TooManyRequests", "Please reduce your request rate."))
-        } else if draw.error_500 {
-            Applied::refused(S3Failure::new(
-                500,
-                "InternalError",
-                "We encountered an internal error. Please try again.",
-            ))
+        let refusal = match self.outage_status() {
+            Some(status) => Some(status),
+            None if draw.slow_down => Some(503),
+            None if draw.throttled => Some(429),
+            None if draw.error_500 => Some(500),
+            None => None,
+        };
+        let applied = if let Some(status) = refusal {
+            Applied::refused(S3Failure::overloaded(status))
         } else {
             match req.op {
                 OpKind::Read => self.read(&req, &conditions),
@@ -613,9 +610,9 @@ impl FakeS3 {
         let failed_anyway = applied.took_effect && draw.applied_error_500;
         let (response, code) = match applied.result {
             Ok(_) if failed_anyway => {
-                let failure =
-                    S3Failure::new(500, "InternalError", "We encountered an internal error. Please try again.");
-                (self.error_response(failure, &req.resource, &req.request_id, req.head), "InternalError")
+                let failure = S3Failure::overloaded(500);
+                let code = failure.code;
+                (self.error_response(failure, &req.resource, &req.request_id, req.head), code)
             }
             Ok(response) if response.status() == StatusCode::NOT_MODIFIED => (response, "NotModified"),
             Ok(response) => (response, ""),

@@ -28,8 +28,10 @@ impl S3Failure {
         self
     }
 
-    /// The answer to every request during an outage with `status`.
-    pub(super) fn outage(status: u16) -> S3Failure {
+    /// The store's own refusal with `status`, when it is overloaded or
+    /// failing: 429 TooManyRequests, 500 InternalError or 503 SlowDown.
+    /// Drawn faults and outages answer with these.
+    pub(super) fn overloaded(status: u16) -> S3Failure {
         match status {
             429 => S3Failure::new(429, "TooManyRequests", "Please reduce your request rate."),
             500 => S3Failure::new(500, "InternalError", "We encountered an internal error. Please try again."),
