@@ -35,6 +35,17 @@ pub enum Event {
     Renewed { generation: u64 },
     /// The node's leader context was cancelled (or the term released).
     Stepped { generation: u64, reason: String },
+    /// The elector's event stream announced a term (`Event::Acquired`, as
+    /// a subscriber sees it); `armed` is whether the subscriber's copy of
+    /// the work guard holds the release back (it must not).
+    Announced { generation: u64, armed: bool },
+    /// `Elector::run` handed the workload a term's work guard; `armed` is
+    /// whether it holds the release back (it must).
+    GuardHandedOut { generation: u64, armed: bool },
+    /// The elector's event stream reported the end of a term
+    /// (`Event::Lost`); `reason` is the loss reason's kind, or `released`
+    /// for a confirmed release.
+    Lost { generation: u64, reason: String },
     /// Non-fatal trouble the elector reported.
     ElectorError { message: String },
     /// The node's campaign ended with an error: it will not lead again in

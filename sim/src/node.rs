@@ -118,6 +118,9 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     if let Some(margin) = spec.stop_margin_ms {
         builder = builder.stop_margin(Duration::from_millis(margin));
     }
+    if let Some(timeout) = spec.release_timeout_ms {
+        builder = builder.release_timeout(Duration::from_millis(timeout));
+    }
     if let Some(poll) = spec.poll_ms {
         builder = builder.poll_interval(Duration::from_millis(poll));
     }
@@ -135,6 +138,14 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                 }
                 ElectorEvent::Error { error } => {
                     history.record_now(&node, Event::ElectorError { message: error.to_string() })
+                }
+                ElectorEvent::Acquired { lease, guard, .. } => {
+                    let (generation, armed) = (lease.generation.get(), guard.is_armed());
+                    history.record_now(&node, Event::Announced { generation, armed })
+                }
+                ElectorEvent::Lost { generation, reason } => {
+                    let reason = reason.as_ref().map_or("released", loss_kind).to_string();
+                    history.record_now(&node, Event::Lost { generation: generation.get(), reason })
                 }
                 _ => {}
             }
@@ -190,6 +201,8 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             let mut events = elector.run();
             while let Some(event) = events.next().await {
                 if let ElectorEvent::Acquired { lease, context: leader, guard, .. } = event {
+                    let (generation, armed) = (lease.generation.get(), guard.is_armed());
+                    context.history.record_now(&name, Event::GuardHandedOut { generation, armed });
                     let work = workload(&context);
                     tokio::task::spawn_local(async move {
                         work.run(leader, lease).await;
@@ -257,6 +270,20 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                 std::future::pending::<()>().await;
             }
         },
+    }
+}
+
+/// The kind of a loss reason, as the history and the `events-truthful`
+/// checker name it.
+fn loss_kind(reason: &hoplock::elector::LossReason) -> &'static str {
+    match reason {
+        hoplock::elector::LossReason::Expired => "expired",
+        hoplock::elector::LossReason::Superseded => "superseded",
+        hoplock::elector::LossReason::Deleted => "deleted",
+        hoplock::elector::LossReason::Failed(_) => "failed",
+        hoplock::elector::LossReason::ReleaseUnconfirmed(_) => "release-unconfirmed",
+        hoplock::elector::LossReason::Abandoned => "abandoned",
+        _ => "other",
     }
 }
 

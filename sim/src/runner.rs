@@ -61,6 +61,13 @@ pub struct Stats {
     pub takeovers: usize,
     /// Gaps from the end of one node's term to the start of another's, µs.
     pub failover_gaps_us: Vec<u64>,
+    /// From each scheduled `stop` to the stopped node's campaign returning
+    /// `Stopped`, µs (up to its restart, crash or the end of the run if it
+    /// never returned).
+    pub stop_latencies_us: Vec<u64>,
+    /// Terms the elector's events reported lost involuntarily: expired,
+    /// superseded, deleted or failed.
+    pub lost_terms: usize,
     /// How often each kind of fault fired.
     pub faults: BTreeMap<String, usize>,
     /// Writes the downstream rejected for a stale generation.
@@ -709,6 +716,26 @@ fn failure_probability(world: &World) -> f64 {
     (store + network).min(1.0)
 }
 
+/// How long each scheduled stop took to be honoured: from the `stop` to the
+/// node recording that its campaign returned `Stopped`. A stop still
+/// unanswered when the node is restarted or crashed, or the run ends,
+/// counts until then.
+fn stop_latencies(entries: &[Entry], end_us: u64) -> Vec<u64> {
+    let mut latencies = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let Event::Fault { action } = &entry.event else { continue };
+        let Some(node) = action.strip_prefix("stop ") else { continue };
+        let answered = entries[index + 1..].iter().find_map(|later| match &later.event {
+            Event::ElectorError { message } if later.node == node && message == "stopped" => Some(later.at_us),
+            Event::Crashed if later.node == node => Some(later.at_us),
+            Event::Fault { action } if action.strip_prefix("restart ") == Some(node) => Some(later.at_us),
+            _ => None,
+        });
+        latencies.push(answered.unwrap_or(end_us).saturating_sub(entry.at_us));
+    }
+    latencies
+}
+
 fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<String, usize>, cpu: Duration) -> Stats {
     let terms = invariants::terms(entries, context.end_us);
     let mut failover_gaps_us = Vec::new();
@@ -735,6 +762,14 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         terms: terms.len(),
         takeovers,
         failover_gaps_us,
+        stop_latencies_us: stop_latencies(entries, context.end_us),
+        lost_terms: entries
+            .iter()
+            .filter(|entry| {
+                matches!(&entry.event, Event::Lost { reason, .. }
+                    if matches!(reason.as_str(), "expired" | "superseded" | "deleted" | "failed"))
+            })
+            .count(),
         faults,
         stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries),
         stale_writes_accepted: invariants::monotone_fencing::stale_writes_accepted(entries),

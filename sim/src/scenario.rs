@@ -73,6 +73,18 @@ pub struct Scenario {
     /// out a TTL is not unsafe, but users pay for it in downtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_failover_ms: Option<u64>,
+    /// A bound: the longest any scheduled `stop` may take to be honoured,
+    /// from the stop to the node's campaign returning `Stopped` (a term in
+    /// progress is released first). An operator waiting on a shutdown
+    /// waits this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stop_ms: Option<u64>,
+    /// A bound: the most terms any run may lose involuntarily (expired,
+    /// superseded, deleted or failed, as the elector's events report). A
+    /// leader that steps down when its renewals could still have gone
+    /// through is not unsafe, but every needless handover costs downtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lost_terms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -309,6 +321,8 @@ impl Scenario {
             tolerate: Vec::new(),
             max_requests_per_leader_hour: None,
             max_failover_ms: None,
+            max_stop_ms: None,
+            max_lost_terms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -380,7 +394,25 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
-        Verdict { found, missing, unexpected, over_budget, slow_failovers }
+        let slow_stops = match self.max_stop_ms {
+            Some(bound) => reports
+                .iter()
+                .filter_map(|report| {
+                    let longest = report.stats.stop_latencies_us.iter().copied().max()?;
+                    (longest > bound.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let lost_terms = match self.max_lost_terms {
+            Some(bound) => reports
+                .iter()
+                .filter(|report| report.stats.lost_terms as u64 > bound)
+                .map(|report| (report.seed, report.stats.lost_terms))
+                .collect(),
+            None => Vec::new(),
+        };
+        Verdict { found, missing, unexpected, over_budget, slow_failovers, slow_stops, lost_terms }
     }
 }
 
@@ -425,6 +457,11 @@ pub struct Verdict {
     /// Runs with a handover slower than `max_failover_ms`: seed and the
     /// slowest handover, in milliseconds.
     pub slow_failovers: Vec<(u64, f64)>,
+    /// Runs with a stop slower than `max_stop_ms`: seed and the slowest
+    /// stop, in milliseconds.
+    pub slow_stops: Vec<(u64, f64)>,
+    /// Runs that lost more terms than `max_lost_terms`: seed and count.
+    pub lost_terms: Vec<(u64, usize)>,
 }
 
 impl Verdict {
@@ -434,6 +471,8 @@ impl Verdict {
             && self.unexpected.is_empty()
             && self.over_budget.is_empty()
             && self.slow_failovers.is_empty()
+            && self.slow_stops.is_empty()
+            && self.lost_terms.is_empty()
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -445,6 +484,8 @@ impl Verdict {
         violation
             .or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_stops.first().map(|(seed, _)| *seed))
+            .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))
     }
 }
 

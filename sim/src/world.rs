@@ -135,6 +135,10 @@ pub struct ElectorSpec {
     /// How long before the lease can pass the holder stops; default TTL/10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_margin_ms: Option<u64>,
+    /// How long a release, or settling a takeover that a stop overtook,
+    /// may take; default 2000 (the elector's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_timeout_ms: Option<u64>,
     /// Decision policy.
     #[serde(default)]
     pub policy: PolicySpec,
@@ -158,6 +162,7 @@ impl Default for ElectorSpec {
             drift_bound: default_drift_bound(),
             lock_delay_ms: 0,
             stop_margin_ms: None,
+            release_timeout_ms: None,
             policy: PolicySpec::Ours,
         }
     }

@@ -148,9 +148,9 @@ pub(crate) struct Core {
     /// The TTL of the last record read or written, `None` until one has
     /// been. A key found missing after that is waited out for at least this.
     last_ttl: Option<Duration>,
-    /// The last live (not released) record read or written: its writer's
-    /// incarnation and TTL. A record from another writer that replaces it
-    /// is waited out for at least that TTL too.
+    /// The last live (not released) record read since our last write: its
+    /// writer's incarnation and TTL. A record from another writer that
+    /// replaces it is waited out for at least that TTL too.
     last_live: Option<(String, Duration)>,
     /// No takeover before this instant, whatever version is watched then: a
     /// holder deposed by a deletion or by someone else's write may not know
@@ -180,11 +180,13 @@ impl Core {
 
     /// Notes a write of ours the store confirmed: its generation is the
     /// highest seen, and a key found missing afterwards is waited out for at
-    /// least our own TTL.
+    /// least our own TTL. Another writer's record seen before it no longer
+    /// counts as the one a later record replaced: ours replaced it, and a
+    /// record of our own never calls for the replaced-writer wait.
     pub fn wrote(&mut self, record: &LeaseRecord) {
         self.saw(record.generation);
         self.last_ttl = Some(self.timing.ttl);
-        self.last_live = (!record.released).then(|| (self.incarnation.clone(), self.timing.ttl));
+        self.last_live = None;
     }
 
     /// Records a generation seen or written elsewhere than through `decide`.

@@ -14,6 +14,7 @@ use crate::history::{Entry, Event};
 pub mod action_skipped;
 pub mod belief_overlap;
 pub mod campaign_ended;
+pub mod events_truthful;
 pub mod linearizable;
 pub mod liveness;
 pub mod lock_delay;
@@ -53,6 +54,9 @@ pub enum Property {
     ObserveTruthful,
     /// L4: a stopped elector starts no term.
     StopHonoured,
+    /// L5: the elector's events announce and end each term once, and the
+    /// loss reasons they give are true of the run.
+    EventsTruthful,
 }
 
 impl Property {
@@ -71,6 +75,7 @@ impl Property {
             Property::ActionSkipped => "action-skipped",
             Property::ObserveTruthful => "observe-truthful",
             Property::StopHonoured => "stop-honoured",
+            Property::EventsTruthful => "events-truthful",
         }
     }
 
@@ -85,6 +90,7 @@ impl Property {
                 | Property::ActionSkipped
                 | Property::ObserveTruthful
                 | Property::StopHonoured
+                | Property::EventsTruthful
         )
     }
 
@@ -103,11 +109,12 @@ impl Property {
             Property::ActionSkipped => "a scheduled action was skipped",
             Property::ObserveTruthful => "a follower's observe() reported something the store never held",
             Property::StopHonoured => "a stopped elector started a term",
+            Property::EventsTruthful => "an elector's events misreported a term",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 12] = [
+    pub const ALL: [Property; 13] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -120,6 +127,7 @@ impl Property {
         Property::ActionSkipped,
         Property::ObserveTruthful,
         Property::StopHonoured,
+        Property::EventsTruthful,
     ];
 }
 
@@ -242,6 +250,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     action_skipped::check(entries, &mut violations);
     observe_truthful::check(entries, context, &mut violations);
     stop_honoured::check(entries, context, &mut violations);
+    events_truthful::check(entries, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));
     violations
 }

@@ -360,6 +360,14 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_failover_ms.unwrap_or_default();
         eprintln!("  seed {seed} took {gap_ms:.0} ms to hand over to another node; the bound is {bound} ms");
     }
+    for (seed, ms) in &outcome.verdict.slow_stops {
+        let bound = named.scenario.max_stop_ms.unwrap_or_default();
+        eprintln!("  seed {seed} took {ms:.0} ms to honour a stop; the bound is {bound} ms");
+    }
+    for (seed, lost) in &outcome.verdict.lost_terms {
+        let bound = named.scenario.max_lost_terms.unwrap_or_default();
+        eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
+    }
     for finding in &outcome.verdict.missing {
         let ran = seeds(&named.scenario, options);
         eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
@@ -406,6 +414,8 @@ struct JsonScenario<'a> {
     unexpected: Vec<(Finding, Vec<u64>)>,
     over_budget: Vec<(u64, f64)>,
     slow_failovers: Vec<(u64, f64)>,
+    slow_stops: Vec<(u64, f64)>,
+    lost_terms: Vec<(u64, usize)>,
     runs: Vec<JsonRun<'a>>,
     errors: &'a [(u64, String)],
 }
@@ -432,6 +442,8 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             unexpected: outcome.verdict.unexpected.clone(),
             over_budget: outcome.verdict.over_budget.clone(),
             slow_failovers: outcome.verdict.slow_failovers.clone(),
+            slow_stops: outcome.verdict.slow_stops.clone(),
+            lost_terms: outcome.verdict.lost_terms.clone(),
             runs: outcome
                 .reports
                 .iter()

@@ -162,7 +162,7 @@ fn safety_findings(report: &Report) -> Vec<Finding> {
         .into_iter()
         .filter(|finding| {
             matches!(finding, Finding::Violation(property)
-                if property.is_safety() || matches!(property, Property::ObserveTruthful | Property::StopHonoured))
+                if property.is_safety() || matches!(property, Property::ObserveTruthful | Property::StopHonoured | Property::EventsTruthful))
         })
         .collect()
 }
