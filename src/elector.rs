@@ -325,7 +325,10 @@ pub enum Event {
         reason: Option<LossReason>,
     },
     /// Non-fatal trouble: a failing store call, an unreadable record. The
-    /// elector carries on.
+    /// elector carries on. A failed condition
+    /// ([`BackendError::LeaseHeld`]: another writer got there first) is
+    /// the protocol at work, not trouble, and is never reported here: it
+    /// shows as a lost race, or as [`Event::Lost`] when it ends a term.
     Error {
         /// What went wrong.
         error: BackendError,

@@ -20,6 +20,10 @@
 //!   (a stream nobody reads must not hold a release back), and the one
 //!   `Elector::run` hands out is armed (the release waits for the work).
 //!
+//! - `Event::Error` reports trouble, never a failed condition (another
+//!   writer got there first): that is the protocol at work, and users who
+//!   alert on errors would be paged for every contested race.
+//!
 //! The other reasons (`expired`, `failed`, an unconfirmed release) are the
 //! holder's own account of its clock and its requests, and are not judged.
 
@@ -45,6 +49,7 @@ struct Process {
 /// Reports every announcement and loss that does not match the run.
 pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     let mut processes: BTreeMap<&str, Process> = BTreeMap::new();
+    let condition_failed = hoplock::BackendError::LeaseHeld.to_string();
     let violation = |entry: &Entry, generation: u64, detail: String| Violation {
         property: Property::EventsTruthful,
         at_us: entry.at_us,
@@ -60,6 +65,11 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
             }
             Event::Stepped { generation, reason } if reason == "dropped" => {
                 processes.entry(node).or_default().dropped.push(*generation);
+            }
+            Event::ElectorError { message } if *message == condition_failed => {
+                let generation = processes.get(node).and_then(|process| process.open).unwrap_or_default();
+                let detail = format!("reported a failed condition as an error: {message}");
+                violations.push(violation(entry, generation, detail));
             }
             Event::GuardHandedOut { generation, armed: false } => {
                 let detail = "run() handed out a work guard that does not hold the release back".to_string();
@@ -231,6 +241,18 @@ mod tests {
         let mut ran_out = start();
         ran_out.extend([refused(500), lost(5500, 1, "expired")]);
         assert_eq!(run(&ran_out).len(), 1);
+    }
+
+    #[test]
+    fn a_failed_condition_is_not_reported_as_an_error() {
+        let mut history = start();
+        let message = hoplock::BackendError::LeaseHeld.to_string();
+        history.push(at(700, "a", Event::ElectorError { message }));
+        assert_eq!(run(&history).len(), 1);
+
+        let mut trouble = start();
+        trouble.push(at(700, "a", Event::ElectorError { message: "the request timed out".into() }));
+        assert!(run(&trouble).is_empty());
     }
 
     #[test]
