@@ -73,6 +73,10 @@ pub enum Event {
     Paused { until_us: u64 },
 }
 
+/// The `ElectorError` message a node records when its campaign returns
+/// `Stopped`: the moment a scheduled stop was honoured.
+pub const STOPPED: &str = "stopped";
+
 /// A request to the fake S3, from invocation to its outcome.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StoreOp {

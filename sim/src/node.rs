@@ -17,7 +17,7 @@ use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
 
 use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
-use crate::history::{Event, History};
+use crate::history::{Event, History, STOPPED};
 use crate::transport::SimTransport;
 use crate::world::{Api, NodeSpec, PolicySpec, WorkloadSpec};
 
@@ -214,7 +214,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             // is unusable (then the last event before it says why).
             let stopped = *context.stop.borrow();
             let event = if stopped {
-                Event::ElectorError { message: "stopped".into() }
+                Event::ElectorError { message: STOPPED.into() }
             } else {
                 Event::CampaignEnded { message: "the run() event stream ended".into() }
             };
@@ -263,7 +263,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             // campaign; the history shows why.
             if let Err(err) = result {
                 let event = match err {
-                    hoplock::ElectorError::Stopped => Event::ElectorError { message: "stopped".into() },
+                    hoplock::ElectorError::Stopped => Event::ElectorError { message: STOPPED.into() },
                     err => Event::CampaignEnded { message: err.to_string() },
                 };
                 context.history.record_now(&name, event);

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::clocks::{ClockControl, ClockSpec, SimClock};
 use crate::downstream::Downstream;
 use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
-use crate::history::{Entry, Event, History, StoreOp, trace_hash};
+use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, World};
@@ -724,11 +724,13 @@ fn stop_latencies(entries: &[Entry], end_us: u64) -> Vec<u64> {
     let mut latencies = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let Event::Fault { action } = &entry.event else { continue };
-        let Some(node) = action.strip_prefix("stop ") else { continue };
+        let Some(node) = action.strip_prefix(invariants::stop_honoured::STOP) else { continue };
         let answered = entries[index + 1..].iter().find_map(|later| match &later.event {
-            Event::ElectorError { message } if later.node == node && message == "stopped" => Some(later.at_us),
+            Event::ElectorError { message } if later.node == node && message == STOPPED => Some(later.at_us),
             Event::Crashed if later.node == node => Some(later.at_us),
-            Event::Fault { action } if action.strip_prefix("restart ") == Some(node) => Some(later.at_us),
+            Event::Fault { action } if action.strip_prefix(invariants::stop_honoured::RESTART) == Some(node) => {
+                Some(later.at_us)
+            }
             _ => None,
         });
         latencies.push(answered.unwrap_or(end_us).saturating_sub(entry.at_us));

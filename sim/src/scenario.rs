@@ -42,7 +42,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::invariants::Property;
-use crate::runner::{self, Report};
+use crate::runner::{self, Report, Stats};
 use crate::world::{NetworkSpec, NodeSpec, S3Spec, Scheduled, World};
 
 /// The seeds a scenario runs by default.
@@ -384,26 +384,8 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
-        let slow_failovers = match self.max_failover_ms {
-            Some(bound) => reports
-                .iter()
-                .filter_map(|report| {
-                    let longest = report.stats.failover_gaps_us.iter().copied().max()?;
-                    (longest > bound.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        let slow_stops = match self.max_stop_ms {
-            Some(bound) => reports
-                .iter()
-                .filter_map(|report| {
-                    let longest = report.stats.stop_latencies_us.iter().copied().max()?;
-                    (longest > bound.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let slow_failovers = over_bound_ms(reports, self.max_failover_ms, |stats| &stats.failover_gaps_us);
+        let slow_stops = over_bound_ms(reports, self.max_stop_ms, |stats| &stats.stop_latencies_us);
         let lost_terms = match self.max_lost_terms {
             Some(bound) => reports
                 .iter()
@@ -414,6 +396,23 @@ impl Scenario {
         };
         Verdict { found, missing, unexpected, over_budget, slow_failovers, slow_stops, lost_terms }
     }
+}
+
+/// The runs whose longest duration in `durations_us` exceeds `bound_ms`:
+/// seed and that duration, in milliseconds. Nothing without a bound.
+fn over_bound_ms(
+    reports: &[Report],
+    bound_ms: Option<u64>,
+    durations_us: impl Fn(&Stats) -> &[u64],
+) -> Vec<(u64, f64)> {
+    let Some(bound_ms) = bound_ms else { return Vec::new() };
+    reports
+        .iter()
+        .filter_map(|report| {
+            let longest = durations_us(&report.stats).iter().copied().max()?;
+            (longest > bound_ms.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
+        })
+        .collect()
 }
 
 /// The scenario files (`*.toml`) in `directory`, in name order.

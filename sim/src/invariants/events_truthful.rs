@@ -14,17 +14,15 @@
 //!   workload that dropped the term's `lead` future;
 //! - a term whose renewal the store refused for good (403 or 400: a wrong
 //!   secret, a clock S3 will not accept) ends with `failed`, not as if it
-//!   had merely run out or been taken.
-//!
+//!   had merely run out or been taken;
 //! - the copy of a term's work guard that a subscriber gets is detached
 //!   (a stream nobody reads must not hold a release back), and the one
-//!   `Elector::run` hands out is armed (the release waits for the work).
-//!
+//!   `Elector::run` hands out is armed (the release waits for the work);
 //! - `Event::Error` reports trouble, never a failed condition (another
 //!   writer got there first): that is the protocol at work, and users who
 //!   alert on errors would be paged for every contested race.
 //!
-//! The other reasons (`expired`, `failed`, an unconfirmed release) are the
+//! Otherwise `expired`, `failed` and an unconfirmed release are the
 //! holder's own account of its clock and its requests, and are not judged.
 
 use std::collections::BTreeMap;
@@ -99,14 +97,6 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                     violations.push(violation(entry, *generation, detail));
                     continue;
                 }
-                let since = term_written(&entries[..index], &process.client, *generation);
-                let earlier = &entries[since..index];
-                let true_of_run = match reason.as_str() {
-                    "superseded" => earlier.iter().any(|e| applied_write_by_other(e, &process.client)),
-                    "deleted" => earlier.iter().any(applied_delete),
-                    "abandoned" => process.dropped.contains(generation),
-                    _ => true,
-                };
                 if let Some(status) = refused
                     && matches!(reason.as_str(), "expired" | "superseded" | "deleted")
                 {
@@ -116,14 +106,22 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                     violations.push(violation(entry, *generation, detail));
                     continue;
                 }
-                if !true_of_run {
-                    let detail = match reason.as_str() {
-                        "superseded" => "reported its record superseded, but nobody else wrote the key during its term",
-                        "deleted" => "reported its record deleted, but nobody deleted the key during its term",
-                        _ => "reported its term abandoned, but its lead future was never dropped",
-                    };
-                    violations.push(violation(entry, *generation, detail.to_string()));
-                }
+                // The store's history since the term's record was written,
+                // looked at only for the reasons that name a store change.
+                let during_term = || &entries[term_written(&entries[..index], &process.client, *generation)..index];
+                let untrue = match reason.as_str() {
+                    "superseded" if !during_term().iter().any(|e| applied_write_by_other(e, &process.client)) => {
+                        "reported its record superseded, but nobody else wrote the key during its term"
+                    }
+                    "deleted" if !during_term().iter().any(applied_delete) => {
+                        "reported its record deleted, but nobody deleted the key during its term"
+                    }
+                    "abandoned" if !process.dropped.contains(generation) => {
+                        "reported its term abandoned, but its lead future was never dropped"
+                    }
+                    _ => continue,
+                };
+                violations.push(violation(entry, *generation, untrue.to_string()));
             }
             Event::Store(op) if matches!(op.status, Some(400 | 403)) && op.op == "update" => {
                 let Some((node, _)) = op.client.as_deref().and_then(|client| client.split_once('#')) else { continue };

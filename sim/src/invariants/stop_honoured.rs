@@ -18,9 +18,9 @@ use super::{Context, Property, Violation};
 use crate::history::{Entry, Event};
 
 /// The prefix of a stop in the history's fault labels (`stop <node>`).
-const STOP: &str = "stop ";
+pub(crate) const STOP: &str = "stop ";
 /// The prefix of a restart in the history's fault labels.
-const RESTART: &str = "restart ";
+pub(crate) const RESTART: &str = "restart ";
 
 /// Reports every term a node started after it was stopped and before it
 /// was restarted.
