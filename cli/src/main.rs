@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod check_s3;
 mod hrw;
 mod lease;
 mod run;
@@ -34,6 +35,12 @@ enum Command {
     /// Inspect or repair the lease record.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
+    /// Check whether an S3-compatible provider honours conditional writes,
+    /// also under racing writers. Exit codes: 0 SAFE, 3 SAFE with warnings,
+    /// 4 UNSUPPORTED, 5 UNSAFE (ignores conditions), 6 UNSAFE (not atomic),
+    /// 7 UNSAFE (weak ETags), 1 ERROR, 130 interrupted.
+    #[command(name = "check-s3")]
+    CheckS3(check_s3::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,9 +49,35 @@ fn main() -> ExitCode {
         Command::Hrw(command) => hrw_main(command),
         Command::Run(args) => {
             init_logging(cli.log_format);
-            match runtime().and_then(|runtime| runtime.block_on(run::run(args)).map_err(|err| err.to_string())) {
+            let runtime = match runtime() {
+                Ok(runtime) => runtime,
+                Err(error) => return fail(&error),
+            };
+            match runtime.block_on(run::run(args)) {
                 Ok(code) => ExitCode::from(code),
-                Err(error) => fail(&error),
+                Err(error) => {
+                    eprintln!("hoplock: {error}");
+                    ExitCode::from(error.exit_code())
+                }
+            }
+        }
+        Command::CheckS3(args) => {
+            init_logging(cli.log_format);
+            let runtime = match runtime() {
+                Ok(runtime) => runtime,
+                Err(error) => return fail(&error),
+            };
+            let mut stdout = std::io::stdout().lock();
+            match runtime.block_on(check_s3::run(args, &mut stdout)) {
+                Ok(code) => {
+                    let _ = stdout.flush();
+                    ExitCode::from(code)
+                }
+                Err(check_s3::CheckError::Usage(message)) => {
+                    eprintln!("hoplock check-s3: {message}");
+                    ExitCode::from(2)
+                }
+                Err(error) => fail(&error.to_string()),
             }
         }
         Command::Lease(command) => {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use hoplock::clock::{Clock, SystemClock};
 use hoplock::elector::TermEnd;
-use hoplock::{Elector, ElectorError, LeaderContext, Lease};
+use hoplock::{BackendError, Elector, ElectorError, LeaderContext, Lease};
 use tokio::process::{Child, Command};
 use tracing::{error, info, warn};
 
@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// long while campaigning, and exit with code 69 (EX_UNAVAILABLE).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub unreachable_timeout: Duration,
+    /// Campaign without first checking that the store honours conditional
+    /// writes. Only for stores you have validated yourself (`hoplock
+    /// check-s3`): on a store that ignores conditions two runners both lead.
+    #[arg(long)]
+    pub skip_verify: bool,
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -74,6 +79,15 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+    /// The store failed the checks run before campaigning.
+    #[error(
+        "refusing to campaign: {0}. These checks are sequential; `hoplock check-s3` also checks racing writers. \
+         Pass --skip-verify to campaign anyway"
+    )]
+    UnsafeStore(String),
+    /// The checks run before campaigning could not finish.
+    #[error("cannot check the store before campaigning: {0}")]
+    VerifyFailed(BackendError),
     /// The command could not be started.
     #[error("cannot start {command:?}: {source}")]
     Spawn {
@@ -82,6 +96,18 @@ pub enum RunError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl RunError {
+    /// The exit code to leave with: a store that could not be reached is
+    /// [`EXIT_UNREACHABLE`], as when `--once` gives up on one; anything
+    /// else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::VerifyFailed(BackendError::Transient(_) | BackendError::Ambiguous(_)) => EXIT_UNREACHABLE,
+            _ => 1,
+        }
+    }
 }
 
 /// Exit code when the runner stopped because it was told to (SIGINT/SIGTERM).
@@ -101,6 +127,17 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
         info!(%addr, "serving metrics");
     }
     let backend = args.store.backend().map_err(ElectorError::from)?;
+    if args.skip_verify {
+        warn!("not checking that the store honours conditional writes (--skip-verify)");
+    } else {
+        match backend.verify().await {
+            Ok(verification) => {
+                info!(probe = %verification.probe_key, checks = verification.checks.len(), "the store honours conditional writes")
+            }
+            Err(BackendError::Unsupported(message)) => return Err(RunError::UnsafeStore(message)),
+            Err(error) => return Err(RunError::VerifyFailed(error)),
+        }
+    }
     let grace = args.grace.unwrap_or(args.ttl / 15);
     let owner = args.owner.clone().unwrap_or_else(default_owner);
     // The elector's own clock, so the watchdog below measures its instants.

@@ -8,20 +8,12 @@ use hoplock::BackendError;
 use hoplock::s3::config::{Addressing, EtagStyle};
 use hoplock::s3::{S3Backend, S3Config};
 
-/// Where the lease record lives. Credentials come from `AWS_ACCESS_KEY_ID` /
-/// `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, or from the shared
-/// credentials file (`AWS_PROFILE`, or `--profile`).
+/// How to reach an S3-compatible store, apart from the endpoint and the
+/// bucket: shared by every S3-backed subcommand. Credentials come from the
+/// AWS SDKs' chain (the environment, the shared files, web identity,
+/// container and instance credentials), or a profile with `--profile`.
 #[derive(Debug, Clone, Args)]
-pub struct StoreArgs {
-    /// The S3 endpoint URL; https:// unless you write http://. Default: AWS.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The bucket.
-    #[arg(long)]
-    pub bucket: String,
-    /// The lease object's key.
-    #[arg(long)]
-    pub key: String,
+pub struct ClientArgs {
     /// The signing region.
     #[arg(long, default_value = "us-east-1", env = "AWS_REGION")]
     pub region: String,
@@ -43,13 +35,19 @@ pub struct StoreArgs {
     /// How long one request may take.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub request_timeout: Duration,
+    /// A header to add to every request, as NAME:VALUE (repeatable); some
+    /// providers need one for strongly consistent conditional writes, e.g.
+    /// X-Tigris-Consistent:true.
+    #[arg(long = "header", value_name = "NAME:VALUE", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
 }
 
-impl StoreArgs {
-    /// Builds the backend; every problem is a `Config` error saying what to fix.
-    pub fn backend(&self) -> Result<S3Backend, BackendError> {
-        let mut config = S3Config::new(&self.bucket, &self.key);
-        config.endpoint = self.endpoint.clone();
+impl ClientArgs {
+    /// The backend configuration for `bucket`/`key` at `endpoint`; every
+    /// problem is a `Config` error saying what to fix.
+    pub fn config(&self, endpoint: Option<&str>, bucket: &str, key: &str) -> Result<S3Config, BackendError> {
+        let mut config = S3Config::new(bucket, key);
+        config.endpoint = endpoint.map(str::to_owned);
         config.region = self.region.clone();
         if self.path_style {
             config.addressing = Addressing::PathStyle;
@@ -68,7 +66,39 @@ impl StoreArgs {
         }
         config.request_timeout = self.request_timeout;
         config.operation_deadline = self.request_timeout * 2;
-        S3Backend::new(config)
+        config.extra_headers = self.headers.clone();
+        Ok(config)
+    }
+}
+
+/// Where the lease record lives.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The S3 endpoint URL; https:// unless you write http://. Default: AWS.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The bucket.
+    #[arg(long)]
+    pub bucket: String,
+    /// The lease object's key.
+    #[arg(long)]
+    pub key: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+impl StoreArgs {
+    /// Builds the backend; every problem is a `Config` error saying what to fix.
+    pub fn backend(&self) -> Result<S3Backend, BackendError> {
+        S3Backend::new(self.client.config(self.endpoint.as_deref(), &self.bucket, &self.key)?)
+    }
+}
+
+/// Parses `NAME:VALUE` (spaces around either are trimmed).
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => Ok((name.trim().to_owned(), value.trim().to_owned())),
+        _ => Err(format!("{text:?} is not a header; write NAME:VALUE, e.g. X-Tigris-Consistent:true")),
     }
 }
 
@@ -101,5 +131,13 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn headers_parse() {
+        assert_eq!(parse_header("X-Tigris-Consistent: true"), Ok(("X-Tigris-Consistent".into(), "true".into())));
+        assert_eq!(parse_header("a:b:c"), Ok(("a".into(), "b:c".into())));
+        assert!(parse_header("novalue").is_err());
+        assert!(parse_header(":x").is_err());
     }
 }

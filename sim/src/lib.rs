@@ -4,13 +4,16 @@
 
 pub mod clocks;
 pub mod downstream;
-pub mod fake_s3;
 pub mod history;
 pub mod invariants;
-pub mod linearizability;
 pub mod mix;
 pub mod node;
 pub mod runner;
 pub mod scenario;
 pub mod transport;
 pub mod world;
+
+// The fake S3 and the register checker live in `hoplock-testkit`, where the
+// command line can use them too; re-exported so the simulator's paths and
+// its users' keep working.
+pub use hoplock_testkit::{fake_s3, linearizability};

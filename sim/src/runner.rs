@@ -151,7 +151,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                     });
                 }
                 let listener = turmoil::net::TcpListener::bind(("0.0.0.0", S3_PORT)).await?;
-                fake_s3::server::serve(s3, listener, std::future::pending()).await;
+                fake_s3::server::serve(s3, crate::transport::SimListener(listener), std::future::pending()).await;
                 Ok(())
             }
         });

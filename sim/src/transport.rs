@@ -78,3 +78,17 @@ impl HttpTransport for SimTransport {
         })
     }
 }
+
+/// turmoil's listener as the fake S3 server's [`Listener`]: the server lives
+/// in `hoplock-testkit`, which knows nothing of the simulated network.
+///
+/// [`Listener`]: crate::fake_s3::server::Listener
+pub struct SimListener(pub turmoil::net::TcpListener);
+
+impl crate::fake_s3::server::Listener for SimListener {
+    type Io = turmoil::net::TcpStream;
+
+    async fn accept(&mut self) -> std::io::Result<(Self::Io, std::net::SocketAddr)> {
+        self.0.accept().await
+    }
+}

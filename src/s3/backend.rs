@@ -25,8 +25,11 @@ use super::transport::{HttpTransport, ReqwestTransport, TransportError, Transpor
 use super::xml::{S3Error, parse_http_date};
 use crate::backend::{Backend, BackendError, Stored, Version};
 use crate::clock::{Clock, SystemClock};
-use crate::entropy::{Entropy, OsEntropy, random_hex};
+use crate::entropy::{Entropy, OsEntropy};
 use crate::lease::LeaseRecord;
+
+mod verify;
+pub use verify::{PROBE_SUFFIX, Verification};
 
 /// One lease key in an S3 bucket.
 ///
@@ -68,6 +71,7 @@ struct Target {
     request_timeout: Duration,
     operation_deadline: Duration,
     clock_skew_warning: Duration,
+    extra_headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 /// The lease object as [`S3Backend::inspect`] found it.
@@ -91,15 +95,6 @@ impl Inspection {
     pub fn age(&self) -> Option<Duration> {
         self.server_date?.duration_since(self.last_modified?).ok()
     }
-}
-
-/// What [`S3Backend::verify`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verification {
-    /// The scratch key the checks used.
-    pub scratch_key: String,
-    /// Whether the scratch object was removed afterwards.
-    pub cleaned_up: bool,
 }
 
 /// How one request failed before any S3 status could be mapped.
@@ -196,60 +191,6 @@ impl S3Backend {
         }))
     }
 
-    /// Checks that the store honours conditional writes, on a scratch key
-    /// next to the lease key (`<key>.verify-<random>`): a second create must
-    /// fail, and a write against a replaced ETag must fail. Cleans up after
-    /// itself. Needs PutObject (and, to clean up, DeleteObject) on the
-    /// scratch key.
-    pub async fn verify(&self) -> Result<Verification, BackendError> {
-        let scratch = self.with_key(format!("{}.verify-{}", self.key, random_hex(self.entropy.as_ref(), 6)));
-        let record = |tag: &str| LeaseRecord {
-            generation: crate::Generation(1),
-            expires_at: String::new(),
-            owner: format!("hoplock-verify-{tag}"),
-            nonce: random_hex(self.entropy.as_ref(), 16),
-            ttl_ms: Some(1),
-            incarnation: String::new(),
-            released: true,
-        };
-        let unsafe_store = |what: &str| {
-            BackendError::Unsupported(format!(
-                "the store {what}; it cannot hold a lease safely (scratch key {})",
-                scratch.key
-            ))
-        };
-        let first = scratch.write(None, &record("first")).await?;
-        let outcome = async {
-            match scratch.write(None, &record("second")).await {
-                Err(BackendError::LeaseHeld) => {}
-                Ok(_) => {
-                    return Err(unsafe_store("accepted a second create with If-None-Match: *"));
-                }
-                Err(other) => return Err(other),
-            }
-            let second = scratch.write(Some(&first), &record("update")).await?;
-            if second == first {
-                return Err(unsafe_store("returned the same ETag for different bytes"));
-            }
-            match scratch.write(Some(&first), &record("stale")).await {
-                Err(BackendError::LeaseHeld) => Ok(second),
-                Ok(_) => Err(unsafe_store("accepted a write with a stale If-Match ETag")),
-                Err(other) => Err(other),
-            }
-        }
-        .await;
-        let current = match &outcome {
-            Ok(version) => version.clone(),
-            Err(_) => match scratch.read().await {
-                Ok(stored) => stored.version,
-                Err(BackendError::Corrupt { version, .. }) => version,
-                Err(_) => first.clone(),
-            },
-        };
-        let cleaned_up = scratch.delete(&current).await.is_ok();
-        outcome.map(|_| Verification { scratch_key: scratch.key.clone(), cleaned_up })
-    }
-
     fn url(&self) -> String {
         let target = &self.target;
         let key = encode_key(&self.key);
@@ -263,9 +204,68 @@ impl S3Backend {
         }
     }
 
-    /// Builds, signs and sends one request under the request timeout.
-    async fn send(&self, method: Method, headers: &[(&str, String)], body: Bytes) -> Result<Response<Bytes>, Failure> {
+    /// Sends one request to this backend's key, signed, under the request
+    /// timeout, and returns the answer as it came, whatever its status.
+    ///
+    /// This is the raw access a provider validator needs (`hoplock check-s3`
+    /// sends conditional headers and bodies of its own choosing with it);
+    /// the elector never uses it. The configured extra headers are added.
+    /// A request that got no answer is mapped as a write would be when the
+    /// method is not GET or HEAD: [`BackendError::Ambiguous`] once it may
+    /// have been sent.
+    ///
+    /// ```no_run
+    /// use hoplock::s3::{S3Backend, S3Config};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = S3Backend::new(S3Config::new("my-bucket", "probe.bin"))?;
+    /// let headers = [("if-none-match", "*".to_string())];
+    /// let answer = store.request(http::Method::PUT, &headers, bytes::Bytes::from_static(b"x")).await?;
+    /// println!("{} {:?}", answer.status(), answer.headers().get("etag"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn request(
+        &self,
+        method: Method,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<Response<Bytes>, BackendError> {
+        let is_write = !matches!(method, Method::GET | Method::HEAD);
+        self.send(method, headers, body).await.map_err(|failure| failure_to_error(failure, is_write))
+    }
+
+    /// Builds and signs a request to this backend's key without sending it,
+    /// for callers that send it another way (a validator trickling a body).
+    /// The signature covers the whole body.
+    pub async fn signed_request(
+        &self,
+        method: Method,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<Request<Bytes>, BackendError> {
+        let deadline = self.clock.now() + self.target.request_timeout;
+        self.sign(method, headers, body, deadline).await.map_err(|failure| failure_to_error(failure, false))
+    }
+
+    /// The error a refused answer maps to, as the backend's own reads and
+    /// writes would report it (`write` for PUT and DELETE).
+    pub fn refusal_of(&self, response: &Response<Bytes>, write: bool) -> BackendError {
+        self.refusal(response, if write { Op::Write } else { Op::Read })
+    }
+
+    /// Builds and signs one request; waits for credentials until `deadline`.
+    async fn sign(
+        &self,
+        method: Method,
+        headers: &[(&str, String)],
+        body: Bytes,
+        deadline: crate::clock::Instant,
+    ) -> Result<Request<Bytes>, Failure> {
         let mut builder = Request::builder().method(method).uri(self.url());
+        for (name, value) in &self.target.extra_headers {
+            builder = builder.header(name, value);
+        }
         for (name, value) in headers {
             builder = builder.header(*name, value.as_str());
         }
@@ -274,7 +274,6 @@ impl S3Backend {
             .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
         // Waits only for the very first keys; after that, keys in hand are
         // used and an expired set fails at once (see `credentials`).
-        let deadline = self.clock.now() + self.target.request_timeout;
         let signer = tokio::select! {
             biased;
             signer = self.credentials.signer() => signer.map_err(Failure::Credentials)?,
@@ -288,6 +287,13 @@ impl S3Backend {
         signer
             .sign(&mut request, self.clock.wall())
             .map_err(|err| Failure::Transport(TransportError::new(TransportErrorKind::Config, err.to_string())))?;
+        Ok(request)
+    }
+
+    /// Builds, signs and sends one request under the request timeout.
+    async fn send(&self, method: Method, headers: &[(&str, String)], body: Bytes) -> Result<Response<Bytes>, Failure> {
+        let deadline = self.clock.now() + self.target.request_timeout;
+        let request = self.sign(method, headers, body, deadline).await?;
         let response = tokio::select! {
             biased;
             result = self.transport.send(request) => result.map_err(Failure::Transport)?,
@@ -505,6 +511,22 @@ fn failure_to_error(failure: Failure, is_write: bool) -> BackendError {
     }
 }
 
+/// Checks one of [`S3Config::extra_headers`]: a valid name and value, and
+/// not a header the backend sets itself, which it would silently replace.
+fn extra_header(name: &str, value: &str) -> Result<(http::HeaderName, http::HeaderValue), BackendError> {
+    let header_name = http::HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| BackendError::Config(format!("{name:?} is not a valid HTTP header name")))?;
+    let reserved = ["authorization", "host", "if-match", "if-none-match", "content-length", "content-type"];
+    if reserved.contains(&header_name.as_str()) || header_name.as_str().starts_with("x-amz-") {
+        return Err(BackendError::Config(format!(
+            "the header {name:?} is set by the S3 backend itself and cannot be added"
+        )));
+    }
+    let header_value = http::HeaderValue::from_str(value.trim())
+        .map_err(|_| BackendError::Config(format!("the value of the header {name:?} is not valid in HTTP")))?;
+    Ok((header_name, header_value))
+}
+
 impl Target {
     fn new(config: &S3Config) -> Result<Target, BackendError> {
         let bad = |message: String| Err(BackendError::Config(message));
@@ -549,7 +571,13 @@ impl Target {
         if uri.query().is_some() {
             return bad(format!("endpoint {endpoint:?} must not have a query"));
         }
+        let extra_headers = config
+            .extra_headers
+            .iter()
+            .map(|(name, value)| extra_header(name, value))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Target {
+            extra_headers,
             scheme,
             authority: authority.to_string(),
             base_path: uri.path().trim_end_matches('/').to_string(),

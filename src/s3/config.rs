@@ -67,6 +67,12 @@ pub struct S3Config {
     /// more than this. Default 60 s. The election does not depend on it, but
     /// SigV4 fails beyond 15 minutes.
     pub clock_skew_warning: Duration,
+    /// Headers added to every request, as `(name, value)`: some providers
+    /// need one to make conditional writes strongly consistent (Tigris:
+    /// `X-Tigris-Consistent: true`). Names the backend sets itself
+    /// (`Authorization`, `Host`, the conditions, `x-amz-*` signing headers)
+    /// are refused. Default none.
+    pub extra_headers: Vec<(String, String)>,
 }
 
 impl S3Config {
@@ -84,6 +90,7 @@ impl S3Config {
             transport: TransportOptions::default(),
             etag_style: EtagStyle::Quoted,
             clock_skew_warning: Duration::from_secs(60),
+            extra_headers: Vec::new(),
         }
     }
 }
@@ -103,6 +110,7 @@ impl fmt::Debug for S3Config {
             .field("operation_deadline", &self.operation_deadline)
             .field("transport", &self.transport)
             .field("etag_style", &self.etag_style)
+            .field("extra_headers", &self.extra_headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }

@@ -31,9 +31,16 @@
 //! the holder list every key name in the bucket (restrict it with an
 //! `s3:prefix` condition if you grant it).
 //!
-//! [`S3Backend::verify`] writes a scratch key next to the lease key, so it
-//! also needs `s3:PutObject` (and `s3:DeleteObject` to clean up) on
-//! `leases/scheduler.json.verify-*`.
+//! [`S3Backend::verify`] (which `hoplock run` calls before it campaigns)
+//! writes a probe object next to the lease key and leaves it in place, and
+//! checks that a key beside it stays missing, so it needs the same two
+//! permissions on `leases/scheduler.json.hoplock-verify*`; list both
+//! resources:
+//!
+//! ```json
+//! "Resource": ["arn:aws:s3:::my-bucket/leases/scheduler.json",
+//!              "arn:aws:s3:::my-bucket/leases/scheduler.json.hoplock-verify*"]
+//! ```
 //!
 //! # Credentials
 //!
@@ -90,5 +97,5 @@ pub mod credentials;
 pub mod transport;
 pub mod xml;
 
-pub use backend::S3Backend;
+pub use backend::{Inspection, PROBE_SUFFIX, S3Backend, Verification};
 pub use config::S3Config;

@@ -111,28 +111,96 @@ impl HttpTransport for ReqwestTransport {
         Box::pin(async move {
             let request = reqwest::Request::try_from(request)
                 .map_err(|err| TransportError::new(TransportErrorKind::Config, err.to_string()))?;
-            let mut response = self.client.execute(request).await.map_err(|err| {
-                let kind = if err.is_connect() { TransportErrorKind::Connect } else { TransportErrorKind::Io };
-                TransportError::new(kind, error_chain(&err))
-            })?;
-            let mut builder = http::Response::builder().status(response.status()).version(response.version());
-            if let Some(headers) = builder.headers_mut() {
-                *headers = std::mem::take(response.headers_mut());
-            }
-            let mut body = Vec::new();
-            while let Some(chunk) =
-                response.chunk().await.map_err(|err| TransportError::new(TransportErrorKind::Io, error_chain(&err)))?
-            {
-                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(TransportError::new(
-                        TransportErrorKind::Io,
-                        format!("response body larger than {MAX_RESPONSE_BYTES} bytes"),
-                    ));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            builder.body(Bytes::from(body)).map_err(|err| TransportError::new(TransportErrorKind::Io, err.to_string()))
+            self.execute(request).await
         })
+    }
+}
+
+impl ReqwestTransport {
+    /// Sends `request` with its body in two parts: the first `first_bytes`
+    /// at once, the rest only once `gate` fires (or is dropped). The server
+    /// has the headers and a partial body meanwhile.
+    ///
+    /// This is how a validator asks whether a provider checks a PUT's
+    /// condition when the headers arrive rather than when the body is
+    /// complete: another write lands while the body is held back, and the
+    /// conditional PUT must then fail. It bypasses [`HttpTransport`], whose
+    /// requests carry whole bodies, and sets `Content-Length` itself.
+    pub fn send_gated(
+        &self,
+        request: http::Request<Bytes>,
+        first_bytes: usize,
+        gate: tokio::sync::oneshot::Receiver<()>,
+    ) -> ResponseFuture<'_> {
+        let (mut parts, body) = request.into_parts();
+        let split = first_bytes.min(body.len());
+        parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
+        let gated = GatedBody { first: Some(body.slice(..split)), rest: Some(body.slice(split..)), gate };
+        let request = http::Request::from_parts(parts, reqwest::Body::wrap(gated));
+        Box::pin(async move {
+            let request = reqwest::Request::try_from(request)
+                .map_err(|err| TransportError::new(TransportErrorKind::Config, err.to_string()))?;
+            self.execute(request).await
+        })
+    }
+
+    async fn execute(&self, request: reqwest::Request) -> Result<http::Response<Bytes>, TransportError> {
+        let mut response = self.client.execute(request).await.map_err(|err| {
+            let kind = if err.is_connect() { TransportErrorKind::Connect } else { TransportErrorKind::Io };
+            TransportError::new(kind, error_chain(&err))
+        })?;
+        let mut builder = http::Response::builder().status(response.status()).version(response.version());
+        if let Some(headers) = builder.headers_mut() {
+            *headers = std::mem::take(response.headers_mut());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) =
+            response.chunk().await.map_err(|err| TransportError::new(TransportErrorKind::Io, error_chain(&err)))?
+        {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(TransportError::new(
+                    TransportErrorKind::Io,
+                    format!("response body larger than {MAX_RESPONSE_BYTES} bytes"),
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        builder.body(Bytes::from(body)).map_err(|err| TransportError::new(TransportErrorKind::Io, err.to_string()))
+    }
+}
+
+/// A request body sent in two parts, the second once a gate opens.
+struct GatedBody {
+    first: Option<Bytes>,
+    rest: Option<Bytes>,
+    gate: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl http_body::Body for GatedBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(first))));
+        }
+        if self.rest.is_some() {
+            // A dropped sender opens the gate too: the body must end.
+            if Pin::new(&mut self.gate).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            return Poll::Ready(self.rest.take().map(|rest| Ok(http_body::Frame::data(rest))));
+        }
+        Poll::Ready(None)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let len = |part: &Option<Bytes>| part.as_ref().map_or(0, Bytes::len) as u64;
+        http_body::SizeHint::with_exact(len(&self.first) + len(&self.rest))
     }
 }
 

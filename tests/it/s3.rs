@@ -67,8 +67,12 @@ async fn passes_the_conformance_suite() {
 #[tokio::test]
 async fn verify_accepts_a_store_that_honours_conditions() {
     let Some(config) = server() else { return };
-    let verification = store(&config).verify().await.unwrap();
-    assert!(verification.cleaned_up, "{verification:?}");
+    let store = store(&config);
+    let verification = store.verify().await.unwrap();
+    assert_eq!(verification.probe_key, format!("{}{}", store.key(), hoplock::s3::PROBE_SUFFIX));
+    assert_eq!(verification.checks.len(), 4, "{verification:?}");
+    // The probe stays (no DeleteObject needed), and the next start reuses it.
+    assert_eq!(store.verify().await.unwrap().checks.len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

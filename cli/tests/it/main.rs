@@ -1,5 +1,6 @@
 //! The `hoplock` binary, run as a user would run it: one module per subcommand.
 
+mod check_s3;
 mod credentials;
 mod hrw;
 mod lease;

@@ -32,7 +32,7 @@ fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), St
             let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
             let s3 = FakeS3::builder(clock, 1).mode(mode).faults(faults).credentials("AK", "SK").bucket("b").build()?;
             let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 9000)).await?;
-            fake_s3::server::serve(s3, listener, std::future::pending()).await;
+            fake_s3::server::serve(s3, hoplock_sim::transport::SimListener(listener), std::future::pending()).await;
             Ok(())
         }
     });

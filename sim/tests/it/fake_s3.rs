@@ -91,7 +91,10 @@ async fn honest_mode_passes_the_conformance_suite_and_verify() {
     let backend = server.backend("leases/honest.json");
     run_suite(&backend).await.expect("the honest fake S3 conforms");
     let verification = backend.verify().await.expect("verify passes");
-    assert!(verification.cleaned_up);
+    assert_eq!(verification.probe_key, "leases/honest.json.hoplock-verify");
+    assert_eq!(verification.checks.len(), 4, "{verification:?}");
+    // The probe is left in place, and a second run reuses it.
+    assert_eq!(backend.verify().await.expect("verify passes again").checks.len(), 4);
     // With latency, the racing writers really overlap; still one winner.
     let slow = start(ProviderMode::Honest, write_latency(50)).await;
     conformance::create_race_has_one_winner(&slow.backend("leases/slow.json"))
@@ -105,7 +108,10 @@ async fn ignoring_if_none_match_is_caught_by_the_create_race_and_verify() {
     let failure = run_suite(&server.backend("a.json")).await.unwrap_err();
     assert_eq!(failure.check, "create_race_has_one_winner", "{failure}");
     let err = server.backend("b.json").verify().await.unwrap_err();
-    assert!(matches!(&err, BackendError::Unsupported(m) if m.contains("second create")), "{err:?}");
+    assert!(
+        matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: ignores conditions") && m.contains("If-None-Match: * of an existing key")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +120,10 @@ async fn ignoring_if_match_is_caught_by_the_update_race_and_verify() {
     let failure = run_suite(&server.backend("a.json")).await.unwrap_err();
     assert_eq!(failure.check, "update_race_has_one_winner", "{failure}");
     let err = server.backend("b.json").verify().await.unwrap_err();
-    assert!(matches!(&err, BackendError::Unsupported(m) if m.contains("stale If-Match")), "{err:?}");
+    assert!(
+        matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: ignores conditions") && m.contains("replaced If-Match ETag")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,13 +139,26 @@ async fn a_non_atomic_store_lets_overlapping_creates_all_win() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_refuses_weak_etags_and_if_match_that_creates() {
+    let server = start(ProviderMode::WeakEtags, Faults::none()).await;
+    let err = server.backend("weak.json").verify().await.unwrap_err();
+    assert!(matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: weak ETags")), "{err:?}");
+    let server = start(ProviderMode::IfMatchCreates, Faults::none()).await;
+    let err = server.backend("creates.json").verify().await.unwrap_err();
+    assert!(
+        matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: ignores conditions") && m.contains("missing key")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejecting_conditional_requests_makes_writes_unsupported() {
     let server = start(ProviderMode::RejectConditional, Faults::none()).await;
     let backend = server.backend("lease.json");
     assert_eq!(backend.read().await.unwrap_err(), BackendError::NoLease);
     let err = backend.write(None, &sample_record(1, "a")).await.unwrap_err();
     assert!(matches!(&err, BackendError::Unsupported(m) if m.contains("NotImplemented")), "{err:?}");
-    assert!(matches!(backend.verify().await, Err(BackendError::Unsupported(_))));
+    assert!(matches!(backend.verify().await, Err(BackendError::Unsupported(m)) if m.starts_with("UNSUPPORTED")));
     // An unconditional write is still accepted, as Backblaze B2 does.
     backend.put_raw(b"{}".to_vec()).await.unwrap();
 }
@@ -371,7 +393,7 @@ fn the_server_runs_over_the_simulated_network() -> turmoil::Result {
             .faults(write_latency(20))
             .build()?;
         let listener = turmoil::net::TcpListener::bind("0.0.0.0:9000").await?;
-        server::serve(s3, listener, std::future::pending()).await;
+        server::serve(s3, hoplock_sim::transport::SimListener(listener), std::future::pending()).await;
         Ok(())
     });
     sim.client("client", async {

@@ -11,7 +11,7 @@
 //! use std::time::{Duration, SystemTime};
 //!
 //! use bytes::Bytes;
-//! use hoplock_sim::fake_s3::store::{Conditions, EtagCondition, Refusal, Store};
+//! use hoplock_testkit::fake_s3::store::{Conditions, EtagCondition, Refusal, Store};
 //!
 //! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
 //! let mut store = Store::new();
@@ -86,6 +86,13 @@ pub fn etag_of(body: &[u8]) -> String {
     }
     etag.push('"');
     etag
+}
+
+/// The quoted ETag of a body of `len` bytes written at `now` under
+/// [`Store::set_weak_etags`]: hex length and hex whole seconds.
+pub fn weak_etag_of(len: usize, now: SystemTime) -> String {
+    let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    format!("\"{len:x}-{seconds:x}\"")
 }
 
 /// The value of an `If-Match` or `If-None-Match` header.
@@ -244,6 +251,7 @@ struct Bucket {
 pub struct Store {
     buckets: BTreeMap<String, Bucket>,
     retention: Duration,
+    weak_etags: bool,
 }
 
 impl Store {
@@ -256,6 +264,15 @@ impl Store {
     /// [`Store::get_as_of`] can reach that far back.
     pub fn set_history_retention(&mut self, retention: Duration) {
         self.retention = retention;
+    }
+
+    /// Makes new versions' ETags out of the body's length and the whole
+    /// second it was written in, as some file-backed servers derive them
+    /// from size and modification time, instead of the body's MD5: different
+    /// bytes of one length written within a second share an ETag, so a
+    /// stale `If-Match` matches a newer object (ABA).
+    pub fn set_weak_etags(&mut self, weak: bool) {
+        self.weak_etags = weak;
     }
 
     /// Creates `bucket`. Returns false if it already existed.
@@ -329,7 +346,10 @@ impl Store {
     ) -> Result<Object, Refusal> {
         let retention = self.retention;
         let bucket = self.buckets.get_mut(bucket).ok_or(Refusal::NoSuchBucket)?;
-        let object = Object::new(body, content_type, now);
+        let mut object = Object::new(body, content_type, now);
+        if self.weak_etags {
+            object.etag = weak_etag_of(object.body.len(), now);
+        }
         bucket.keys.entry(key.to_owned()).or_default().push(Some(object.clone()), now, retention);
         Ok(object)
     }
@@ -443,6 +463,26 @@ mod tests {
         assert!(store.create_bucket("b"));
         assert!(!store.create_bucket("b"));
         store
+    }
+
+    #[test]
+    fn weak_etags_tell_apart_only_length_and_second() {
+        let mut store = Store::new();
+        store.create_bucket("b");
+        store.set_weak_etags(true);
+        let plain = Conditions::default();
+        let first = store.put("b", "k", Bytes::from("aaaa"), None, &plain, t(1)).unwrap();
+        let second = store.put("b", "k", Bytes::from("bbbb"), None, &plain, t(1)).unwrap();
+        assert_eq!(first.etag(), second.etag(), "same length, same second");
+        let later = store.put("b", "k", Bytes::from("cccc"), None, &plain, t(2)).unwrap();
+        let longer = store.put("b", "k", Bytes::from("ddddd"), None, &plain, t(2)).unwrap();
+        assert_ne!(later.etag(), second.etag());
+        assert_ne!(longer.etag(), later.etag());
+        // An ETag read before another write of the same length in the same
+        // second still matches: the stale write wins.
+        let replaced = store.put("b", "k", Bytes::from("fffff"), None, &plain, t(2)).unwrap();
+        assert_eq!(replaced.etag(), longer.etag());
+        assert!(store.put("b", "k", Bytes::from("ggggg"), None, &if_match(&longer), t(2)).is_ok());
     }
 
     #[test]

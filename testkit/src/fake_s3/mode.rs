@@ -15,13 +15,13 @@ use std::str::FromStr;
 /// Every mode but [`ProviderMode::Honest`] is broken on purpose.
 ///
 /// ```
-/// use hoplock_sim::fake_s3::ProviderMode;
+/// use hoplock_testkit::fake_s3::ProviderMode;
 ///
 /// let mode: ProviderMode = "non-atomic".parse()?;
 /// assert_eq!(mode, ProviderMode::NonAtomic);
 /// assert_eq!(mode.to_string(), "non-atomic");
 /// assert!("garage".parse::<ProviderMode>().unwrap_err().to_string().contains("honest"));
-/// # Ok::<(), hoplock_sim::fake_s3::ParseModeError>(())
+/// # Ok::<(), hoplock_testkit::fake_s3::ParseModeError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(try_from = "String", into = "String")]
@@ -45,11 +45,18 @@ pub enum ProviderMode {
     /// Answers `501 NotImplemented` to a PUT or DELETE with a conditional
     /// header (Backblaze B2): loud and safe, but unusable.
     RejectConditional,
+    /// Honours `If-Match` on an existing key, but a PUT with `If-Match` on a
+    /// missing key creates it (MinIO before August 2025).
+    IfMatchCreates,
+    /// ETags made of the body's length and the whole second it was written
+    /// in, not its MD5: different bytes of one length written within a
+    /// second share an ETag, so a stale `If-Match` can match (ABA).
+    WeakEtags,
 }
 
 impl ProviderMode {
     /// Every mode, honest first.
-    pub const ALL: [ProviderMode; 7] = [
+    pub const ALL: [ProviderMode; 9] = [
         ProviderMode::Honest,
         ProviderMode::IgnoreIfNoneMatch,
         ProviderMode::IgnoreIfMatch,
@@ -57,6 +64,8 @@ impl ProviderMode {
         ProviderMode::StaleReads,
         ProviderMode::IgnoreConditionalDelete,
         ProviderMode::RejectConditional,
+        ProviderMode::IfMatchCreates,
+        ProviderMode::WeakEtags,
     ];
 
     /// The mode's kebab-case name, as scenario files and `--mode` spell it.
@@ -69,6 +78,8 @@ impl ProviderMode {
             ProviderMode::StaleReads => "stale-reads",
             ProviderMode::IgnoreConditionalDelete => "ignore-conditional-delete",
             ProviderMode::RejectConditional => "reject-conditional",
+            ProviderMode::IfMatchCreates => "if-match-creates",
+            ProviderMode::WeakEtags => "weak-etags",
         }
     }
 
@@ -84,6 +95,8 @@ impl ProviderMode {
             ProviderMode::StaleReads => "GET may return an older version for a while",
             ProviderMode::IgnoreConditionalDelete => "If-Match ignored on DELETE: stale deletes win",
             ProviderMode::RejectConditional => "501 NotImplemented for conditional PUT and DELETE",
+            ProviderMode::IfMatchCreates => "If-Match on a missing key creates it",
+            ProviderMode::WeakEtags => "ETags from length and whole second: same-length writes within a second match",
         }
     }
 

@@ -8,7 +8,7 @@
 //! every later request.
 //!
 //! ```
-//! use hoplock_sim::fake_s3::{Faults, Latency};
+//! use hoplock_testkit::fake_s3::{Faults, Latency};
 //!
 //! let faults: Faults = serde_json::from_str(
 //!     r#"{ "write": { "latency": { "kind": "uniform", "min_ms": 5, "max_ms": 50 },

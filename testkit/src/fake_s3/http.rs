@@ -246,6 +246,7 @@ impl FakeS3Builder {
         if self.mode == ProviderMode::StaleReads {
             store.set_history_retention(self.faults.stale_read_window());
         }
+        store.set_weak_etags(self.mode == ProviderMode::WeakEtags);
         for bucket in &self.buckets {
             // Looser than the rules for new buckets (`valid_bucket_name`):
             // the buckets given here stand for existing ones, and old
@@ -284,7 +285,7 @@ impl FakeS3Builder {
 /// use bytes::Bytes;
 /// use hoplock::clock::{Clock, DriftingClock};
 /// use hoplock::s3::sigv4::{Credentials, sign};
-/// use hoplock_sim::fake_s3::{FakeS3, ProviderMode, Reply};
+/// use hoplock_testkit::fake_s3::{FakeS3, ProviderMode, Reply};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -769,7 +770,13 @@ impl FakeS3 {
         let now = self.inner.clock.wall();
         let applied_at = Some(self.inner.clock.now());
         let unconditional = Conditions::default();
-        let conditions = if non_atomic { &unconditional } else { conditions };
+        // Decided under the lock: whether the key is missing is part of
+        // the condition the mode gets wrong.
+        let creates = self.inner.mode == ProviderMode::IfMatchCreates
+            && req.op == OpKind::Write
+            && conditions.if_match.is_some()
+            && store.current(&req.bucket, &req.key).is_none();
+        let conditions = if non_atomic || creates { &unconditional } else { conditions };
         let applied = match req.op {
             OpKind::Write => match store.put(&req.bucket, &req.key, body, content_type, conditions, now) {
                 Ok(object) => {

@@ -300,7 +300,7 @@ impl Checker {
 /// atomic register cannot do.
 ///
 /// ```
-/// use hoplock_sim::linearizability::{check, Call, Operation, Outcome, Verdict};
+/// use hoplock_testkit::linearizability::{check, Call, Operation, Outcome, Verdict};
 ///
 /// let race = |ok_b| {
 ///     vec![

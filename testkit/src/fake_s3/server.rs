@@ -1,6 +1,6 @@
 //! Serving the fake S3 over HTTP/1.1 with hyper, on any stream-yielding
-//! listener: tokio's `TcpListener` for real loopback tests, turmoil's for
-//! the simulated network.
+//! listener: tokio's `TcpListener` for real loopback tests, or any other
+//! [`Listener`] (the simulator implements it for its simulated network).
 //!
 //! [`serve`] accepts connections until its `shutdown` future completes and
 //! runs each on [`serve_connection`]. A connection whose reply is to be
@@ -15,7 +15,7 @@
 //! use std::sync::Arc;
 //!
 //! use hoplock::clock::SystemClock;
-//! use hoplock_sim::fake_s3::{FakeS3, server};
+//! use hoplock_testkit::fake_s3::{FakeS3, server};
 //!
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -72,18 +72,10 @@ impl Listener for tokio::net::TcpListener {
     }
 }
 
-impl Listener for turmoil::net::TcpListener {
-    type Io = turmoil::net::TcpStream;
-
-    async fn accept(&mut self) -> io::Result<(Self::Io, SocketAddr)> {
-        turmoil::net::TcpListener::accept(self).await
-    }
-}
-
 /// Serves `s3` on every connection `listener` accepts until `shutdown`
 /// completes; then the connections still open are closed.
 ///
-/// Connections run as tasks on the current tokio runtime (or turmoil host).
+/// Connections run as tasks on the current tokio runtime (or simulated host).
 pub async fn serve<L: Listener>(s3: FakeS3, mut listener: L, shutdown: impl Future<Output = ()>) {
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);

@@ -11,7 +11,7 @@
 //!   answers: quoted MD5 ETags, `412 PreconditionFailed`, `404 NoSuchKey`,
 //!   `304` for a matching `If-None-Match` on GET, XML error bodies, `Date`,
 //!   `Last-Modified` and `x-amz-request-id` headers.
-//! - [`server`]: hyper over any listener, tokio's or turmoil's.
+//! - [`server`]: hyper over any listener: tokio's, or the simulator's.
 //!
 //! Determinism: time comes from the injected [`hoplock::clock::Clock`] and
 //! every random choice from the seed given to [`FakeS3::builder`]; maps
@@ -32,7 +32,7 @@
 //! use hoplock::s3::credentials::CredentialSource;
 //! use hoplock::s3::sigv4::Credentials;
 //! use hoplock::s3::{S3Backend, S3Config};
-//! use hoplock_sim::fake_s3::{FakeS3, ProviderMode, server};
+//! use hoplock_testkit::fake_s3::{FakeS3, ProviderMode, server};
 //!
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,0 +1,328 @@
+//! Raw requests for the checks: signed by the library's S3 backend, sent
+//! through the production transport, answered as they came.
+//!
+//! Every key a check writes is recorded before the request goes out, so
+//! the clean-up deletes it even if the check is interrupted between sending
+//! and hearing back.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hoplock::clock::{Clock, Instant, SystemClock};
+
+use bytes::Bytes;
+use hoplock::BackendError;
+use hoplock::s3::S3Backend;
+use hoplock::s3::transport::{HttpTransport, ReqwestTransport};
+use hoplock::s3::xml::S3Error;
+use http::{Method, Request, Response};
+
+/// A conditional header, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// No condition.
+    None,
+    /// `If-None-Match: *`.
+    Absent,
+    /// `If-Match: <etag>`, sent as given.
+    Matches(String),
+    /// `If-None-Match: <etag>`, for conditional reads.
+    Differs(String),
+}
+
+impl Condition {
+    fn header(&self) -> Option<(&'static str, String)> {
+        match self {
+            Condition::None => None,
+            Condition::Absent => Some(("if-none-match", "*".into())),
+            Condition::Matches(etag) => Some(("if-match", etag.clone())),
+            Condition::Differs(etag) => Some(("if-none-match", etag.clone())),
+        }
+    }
+}
+
+/// What one request got back.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status, or `None` when no answer came (timeout, reset).
+    pub status: Option<u16>,
+    /// The ETag header, as sent.
+    pub etag: Option<String>,
+    /// The S3 error code of an error body, if any.
+    pub code: String,
+    /// The response body.
+    pub body: Bytes,
+    /// Why no answer came.
+    pub failure: Option<String>,
+    /// The server's `Date`, if it sent one.
+    pub date: Option<String>,
+    /// When it was sent and when the answer arrived, on this process's clock.
+    pub sent: Instant,
+    /// When the answer (or the failure) came.
+    pub received: Instant,
+}
+
+impl Answer {
+    /// A 2xx answer.
+    pub fn succeeded(&self) -> bool {
+        self.status.is_some_and(|status| (200..300).contains(&status))
+    }
+
+    /// A definite refusal of a condition: 412, 409, or 404 for `If-Match`
+    /// on a missing key.
+    pub fn refused(&self) -> bool {
+        matches!(self.status, Some(412 | 409 | 404))
+    }
+
+    /// A refusal that changes nothing for certain and says so: 412, 409,
+    /// and 503 SlowDown (S3 applies nothing it throttles).
+    pub fn lost_cleanly(&self) -> bool {
+        matches!(self.status, Some(412 | 409)) || (self.status == Some(503) && self.code == "SlowDown")
+    }
+
+    /// `status code` or `no answer (why)`, for evidence.
+    pub fn describe(&self) -> String {
+        match (self.status, &self.failure) {
+            (Some(status), _) if self.code.is_empty() => status.to_string(),
+            (Some(status), _) => format!("{status} {}", self.code),
+            (None, Some(why)) => format!("no answer ({why})"),
+            (None, None) => "no answer".into(),
+        }
+    }
+
+    /// How long the request took.
+    pub fn latency(&self) -> Duration {
+        self.received.saturating_duration_since(self.sent)
+    }
+}
+
+/// The store under test: one backend per endpoint (for URLs and signing)
+/// and the production transport that sends everything.
+#[derive(Clone)]
+pub struct Probe {
+    backends: Arc<Vec<S3Backend>>,
+    transport: Arc<ReqwestTransport>,
+    timeout: Duration,
+    prefix: Arc<String>,
+    written: Arc<Mutex<BTreeSet<String>>>,
+    /// The one clock every instant of the run comes from.
+    clock: Arc<SystemClock>,
+}
+
+impl Probe {
+    /// A probe writing under `prefix` through `backends` (one per endpoint).
+    pub fn new(backends: Vec<S3Backend>, transport: ReqwestTransport, timeout: Duration, prefix: String) -> Probe {
+        Probe {
+            backends: Arc::new(backends),
+            transport: Arc::new(transport),
+            timeout,
+            prefix: Arc::new(prefix),
+            written: Arc::default(),
+            clock: Arc::new(SystemClock::new()),
+        }
+    }
+
+    /// The run's clock.
+    pub fn clock(&self) -> &SystemClock {
+        &self.clock
+    }
+
+    /// Waits for `duration`.
+    pub async fn pause(&self, duration: Duration) {
+        self.clock.sleep_until(self.clock.now() + duration).await;
+    }
+
+    /// The full key of `name` under the prefix.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Every key written so far.
+    pub fn written(&self) -> Vec<String> {
+        self.lock().iter().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn backend(&self, client: usize, name: &str) -> S3Backend {
+        self.backends[client % self.backends.len()].with_key(self.key(name))
+    }
+
+    /// Builds and signs a request for `name`, from `client`'s endpoint.
+    pub async fn signed(
+        &self,
+        client: usize,
+        method: Method,
+        name: &str,
+        condition: &Condition,
+        body: Bytes,
+    ) -> Result<Request<Bytes>, BackendError> {
+        let headers: Vec<(&str, String)> = condition.header().into_iter().collect();
+        if method == Method::PUT {
+            self.lock().insert(self.key(name));
+        }
+        self.backend(client, name).signed_request(method, &headers, body).await
+    }
+
+    /// Sends a request built by [`Probe::signed`] (perhaps altered).
+    pub async fn send(&self, request: Request<Bytes>) -> Answer {
+        let sent = self.clock.now();
+        let result = tokio::time::timeout(self.timeout, self.transport.send(request)).await;
+        let received = self.clock.now();
+        match result {
+            Ok(Ok(response)) => answer(&response, sent, received),
+            Ok(Err(err)) => no_answer(err.message, sent, received),
+            Err(_) => no_answer(format!("timed out after {:?}", self.timeout), sent, received),
+        }
+    }
+
+    /// Sends a request whose body is held back after `first_bytes` until
+    /// `gate` fires.
+    pub async fn send_gated(
+        &self,
+        request: Request<Bytes>,
+        first_bytes: usize,
+        gate: tokio::sync::oneshot::Receiver<()>,
+        timeout: Duration,
+    ) -> Answer {
+        let sent = self.clock.now();
+        let result = tokio::time::timeout(timeout, self.transport.send_gated(request, first_bytes, gate)).await;
+        let received = self.clock.now();
+        match result {
+            Ok(Ok(response)) => answer(&response, sent, received),
+            Ok(Err(err)) => no_answer(err.message, sent, received),
+            Err(_) => no_answer(format!("timed out after {timeout:?}"), sent, received),
+        }
+    }
+
+    /// One request: signs and sends it. A request that cannot even be
+    /// signed (no credentials) is an error for the whole run.
+    pub async fn call(
+        &self,
+        client: usize,
+        method: Method,
+        name: &str,
+        condition: &Condition,
+        body: Bytes,
+    ) -> Result<Answer, BackendError> {
+        let request = self.signed(client, method, name, condition, body).await?;
+        Ok(self.send(request).await)
+    }
+
+    /// PUT `body` to `name` under `condition`.
+    pub async fn put(
+        &self,
+        client: usize,
+        name: &str,
+        condition: &Condition,
+        body: Bytes,
+    ) -> Result<Answer, BackendError> {
+        self.call(client, Method::PUT, name, condition, body).await
+    }
+
+    /// GET `name`.
+    pub async fn get(&self, client: usize, name: &str) -> Result<Answer, BackendError> {
+        self.call(client, Method::GET, name, &Condition::None, Bytes::new()).await
+    }
+
+    /// What the library's backend makes of a refusal: used to tell a
+    /// configuration problem (wrong secret, missing bucket, denied
+    /// permission) from an answer about a condition.
+    pub fn meaning(&self, answer: &Answer, write: bool) -> Option<BackendError> {
+        let status = answer.status?;
+        let mut response = Response::builder().status(status);
+        if let Some(date) = &answer.date {
+            response = response.header(http::header::DATE, date.as_str());
+        }
+        let response = response.body(answer.body.clone()).ok()?;
+        Some(self.backends[0].refusal_of(&response, write))
+    }
+
+    /// Deletes every key written, without conditions. Returns the keys that
+    /// could not be deleted, with why.
+    pub async fn clean_up(&self) -> Vec<(String, String)> {
+        let mut left = Vec::new();
+        for key in self.written() {
+            let name = key.strip_prefix(self.prefix.as_str()).unwrap_or(&key).to_owned();
+            let outcome = self.call(0, Method::DELETE, &name, &Condition::None, Bytes::new()).await;
+            match outcome {
+                Ok(answer) if answer.succeeded() || answer.status == Some(404) => {
+                    self.lock().remove(&key);
+                }
+                Ok(answer) => left.push((key, answer.describe())),
+                Err(err) => left.push((key, err.to_string())),
+            }
+        }
+        left
+    }
+}
+
+fn answer(response: &Response<Bytes>, sent: Instant, received: Instant) -> Answer {
+    let header = |name: http::header::HeaderName| {
+        response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
+    };
+    let code = if response.status().is_success() { String::new() } else { S3Error::parse(response.body()).code };
+    Answer {
+        status: Some(response.status().as_u16()),
+        etag: header(http::header::ETAG),
+        code,
+        body: response.body().clone(),
+        failure: None,
+        date: header(http::header::DATE),
+        sent,
+        received,
+    }
+}
+
+fn no_answer(why: String, sent: Instant, received: Instant) -> Answer {
+    Answer {
+        status: None,
+        etag: None,
+        code: String::new(),
+        body: Bytes::new(),
+        failure: Some(why),
+        date: None,
+        sent,
+        received,
+    }
+}
+
+/// A body of `len` bytes (at least its header line) that names the run,
+/// the check and a write id on its first line, so a read tells which write
+/// it returned; the rest is filler that differs per id.
+pub fn body(prefix: &str, tag: &str, id: u64, len: usize) -> Bytes {
+    let mut bytes = format!("hoplock check-s3 {prefix} {tag} {id:016x}\n").into_bytes();
+    let mut state = id;
+    while bytes.len() < len {
+        bytes.push(b'a' + (hoplock::entropy::splitmix64(&mut state) % 26) as u8);
+    }
+    Bytes::from(bytes)
+}
+
+/// The write id a body made by [`body`] carries, if it is one of ours.
+pub fn body_id(bytes: &[u8]) -> Option<u64> {
+    let line = bytes.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let id = line.strip_prefix("hoplock check-s3 ")?.rsplit(' ').next()?;
+    u64::from_str_radix(id, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_name_their_write_and_have_the_asked_length() {
+        let a = body("p/", "race", 7, 4096);
+        let b = body("p/", "race", 8, 4096);
+        assert_eq!((a.len(), b.len()), (4096, 4096));
+        assert_ne!(a, b);
+        assert_eq!(body_id(&a), Some(7));
+        assert_eq!(body_id(&b), Some(8));
+        assert_eq!(body_id(b"something else"), None);
+        assert_eq!(body_id(&body("p/", "x", 3, 1)), Some(3), "never shorter than its header");
+    }
+}

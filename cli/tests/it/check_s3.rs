@@ -1,0 +1,187 @@
+//! `hoplock check-s3` against the built-in fake S3 in every provider mode,
+//! against the real S3 server `cargo xtask test` starts, and `hoplock run`
+//! refusing a store that ignores conditions.
+
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use hoplock::clock::SystemClock;
+use hoplock_testkit::fake_s3::{FakeS3, ProviderMode, server};
+use serde_json::Value;
+
+use crate::server;
+
+fn check_s3(args: &[&str]) -> (Output, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .arg("check-s3")
+        .args(["--json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "no JSON report ({err}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output, report)
+}
+
+fn check_status(report: &Value, name: &str) -> String {
+    let check = report["checks"].as_array().unwrap().iter().find(|check| check["name"] == name);
+    check.map_or_else(|| "absent".into(), |check| check["status"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn every_fake_provider_mode_gets_its_verdict() {
+    // (mode, verdict, exit code, a check that must fail or warn)
+    let cases = [
+        ("honest", "SAFE", 0, None),
+        ("ignore-if-none-match", "UNSAFE_IGNORES_CONDITIONS", 5, Some("create")),
+        ("ignore-if-match", "UNSAFE_IGNORES_CONDITIONS", 5, Some("compare-and-swap")),
+        ("if-match-creates", "UNSAFE_IGNORES_CONDITIONS", 5, Some("if-match on a missing key")),
+        ("non-atomic", "UNSAFE_NOT_ATOMIC", 6, Some("racing compare-and-swaps")),
+        ("weak-etags", "UNSAFE_WEAK_ETAGS", 7, Some("etag quality")),
+        ("reject-conditional", "UNSUPPORTED", 4, None),
+        ("stale-reads", "SAFE", 3, Some("read after write")),
+        ("ignore-conditional-delete", "SAFE", 0, None),
+    ];
+    for (mode, verdict, code, failing) in cases {
+        // Fewer rounds than the default keep the suite quick; the default
+        // run's figures are in the README.
+        let (output, report) = check_s3(&["--fake-mode", mode, "--rounds", "8"]);
+        assert_eq!(report["verdict"], verdict, "{mode}: {report:#}");
+        assert_eq!(output.status.code(), Some(code), "{mode}");
+        assert_eq!(report["exit_code"], code, "{mode}");
+        assert_eq!(report["schema_version"], 1);
+        if let Some(name) = failing {
+            assert_eq!(check_status(&report, name), "fail", "{mode}: {name}: {report:#}");
+        }
+        if mode == "honest" {
+            let statuses: Vec<&str> =
+                report["checks"].as_array().unwrap().iter().map(|check| check["status"].as_str().unwrap()).collect();
+            assert!(statuses.iter().all(|status| *status == "pass"), "{statuses:?}");
+            assert_eq!(statuses.len(), 12);
+        }
+        if mode == "ignore-conditional-delete" {
+            let findings = report["findings"].to_string();
+            assert!(findings.contains("conditional DELETE") && findings.contains("ignored"), "{findings}");
+        }
+        // Everything written was deleted again.
+        assert!(report["clean_up"]["deleted"].as_u64().unwrap() > 0, "{mode}");
+        assert_eq!(report["clean_up"]["left"], Value::Array(vec![]), "{mode}");
+    }
+}
+
+#[test]
+fn bad_options_are_usage_errors() {
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["check-s3", "--endpoint", "http://127.0.0.1:9", "--fake-mode", "honest"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--fake-mode"));
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["check-s3", "--endpoint", "http://127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--bucket"));
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_hoplock")).args(["check-s3", "--fake-mode", "garage"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("weak-etags"), "the valid modes are listed");
+}
+
+#[test]
+fn an_unreachable_endpoint_is_an_error_with_the_cause() {
+    // Port 9 (discard) on loopback: nothing listens there.
+    let (output, report) = check_s3(&["--endpoint", "http://127.0.0.1:9", "--bucket", "b", "--request-timeout", "2s"]);
+    assert_eq!(report["verdict"], "ERROR");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(report["error"].as_str().unwrap().contains("cannot reach http://127.0.0.1:9"), "{report:#}");
+}
+
+#[test]
+fn the_real_s3_server_is_safe() {
+    let Some(server) = server() else { return };
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["check-s3", "--endpoint", &server.endpoint, "--bucket", &server.bucket, "--path-style"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    // The report is the evidence: print it whatever the verdict.
+    println!("{table}");
+    assert!(table.contains("verdict: SAFE"), "{table}\n{}", String::from_utf8_lossy(&output.stderr));
+    // SeaweedFS verifies signatures, so no warning either.
+    assert_eq!(output.status.code(), Some(0), "{table}");
+
+    // A wrong secret is an ERROR that says so, not a verdict on conditions.
+    let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["check-s3", "--json", "--endpoint", &server.endpoint, "--bucket", &server.bucket, "--path-style"])
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["verdict"], "ERROR", "{report:#}");
+    assert!(report["error"].as_str().unwrap().contains("secret access key is wrong"), "{report:#}");
+}
+
+/// The fake S3 in `mode` on a loopback port, served from a thread of its
+/// own until the test ends.
+fn serve_fake(mode: ProviderMode) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let s3 = FakeS3::builder(Arc::new(SystemClock::new()), 3)
+                .mode(mode)
+                .credentials("AK", "SK")
+                .bucket("leases")
+                .build()
+                .unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(format!("http://{}", listener.local_addr().unwrap())).unwrap();
+            server::serve(s3, listener, std::future::pending()).await;
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn hoplock_run(endpoint: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["run", "--endpoint", endpoint, "--bucket", "leases", "--key", "job.json", "--path-style", "--once"])
+        .args(["--ttl", "3s"])
+        .args(extra)
+        .args(["--", "sh", "-c", "echo started"])
+        .env("AWS_ACCESS_KEY_ID", "AK")
+        .env("AWS_SECRET_ACCESS_KEY", "SK")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn hoplock_run_refuses_a_store_that_ignores_conditions() {
+    let endpoint = serve_fake(ProviderMode::IgnoreIfNoneMatch);
+    let output = hoplock_run(&endpoint, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refusing to campaign: UNSAFE: ignores conditions"), "{stderr}");
+    assert!(stderr.contains("check-s3") && stderr.contains("--skip-verify"), "the way out is named: {stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("started"), "the command never ran");
+
+    // Those who know better can say so.
+    let output = hoplock_run(&endpoint, &["--skip-verify"]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("started"));
+
+    // Weak ETags are refused too, and an honest store is not.
+    let output = hoplock_run(&serve_fake(ProviderMode::WeakEtags), &[]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("UNSAFE: weak ETags"));
+    let output = hoplock_run(&serve_fake(ProviderMode::Honest), &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("started"));
+}

@@ -1,0 +1,16 @@
+//! Test equipment for hoplock and for users' own tests, free of any
+//! simulator:
+//!
+//! - [`fake_s3`]: a faithful fake S3 (SigV4, conditional writes, S3's
+//!   answers) that can be made to misbehave the ways real providers do, and
+//!   a hyper server for it over any listener;
+//! - [`linearizability`]: a checker that decides whether a recorded history
+//!   of operations on one key could have come from an atomic
+//!   compare-and-swap register.
+//!
+//! The simulator runs the fake over its simulated network and audits it
+//! with the checker; `hoplock check-s3` serves the fake on loopback when no
+//! endpoint is given and judges real providers with the same checker.
+
+pub mod fake_s3;
+pub mod linearizability;
