@@ -55,10 +55,7 @@ fn main() -> ExitCode {
             };
             match runtime.block_on(run::run(args)) {
                 Ok(code) => ExitCode::from(code),
-                Err(error) => {
-                    eprintln!("hoplock: {error}");
-                    ExitCode::from(error.exit_code())
-                }
+                Err(error) => fail(&error.to_string()),
             }
         }
         Command::CheckS3(args) => {

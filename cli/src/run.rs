@@ -98,18 +98,6 @@ pub enum RunError {
     },
 }
 
-impl RunError {
-    /// The exit code to leave with: a store that could not be reached is
-    /// [`EXIT_UNREACHABLE`], as when `--once` gives up on one; anything
-    /// else 1.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunError::VerifyFailed(BackendError::Transient(_) | BackendError::Ambiguous(_)) => EXIT_UNREACHABLE,
-            _ => 1,
-        }
-    }
-}
-
 /// Exit code when the runner stopped because it was told to (SIGINT/SIGTERM).
 pub const EXIT_STOPPED: u8 = 0;
 
@@ -129,14 +117,8 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
     let backend = args.store.backend().map_err(ElectorError::from)?;
     if args.skip_verify {
         warn!("not checking that the store honours conditional writes (--skip-verify)");
-    } else {
-        match backend.verify().await {
-            Ok(verification) => {
-                info!(probe = %verification.probe_key, checks = verification.checks.len(), "the store honours conditional writes")
-            }
-            Err(BackendError::Unsupported(message)) => return Err(RunError::UnsafeStore(message)),
-            Err(error) => return Err(RunError::VerifyFailed(error)),
-        }
+    } else if !verify_store(&backend, &args).await? {
+        return Ok(EXIT_UNREACHABLE);
     }
     let grace = args.grace.unwrap_or(args.ttl / 15);
     let owner = args.owner.clone().unwrap_or_else(default_owner);
@@ -205,6 +187,40 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
         if args.once {
             return Ok(status.map_or(1, exit_code));
         }
+    }
+}
+
+/// Checks the store before campaigning, as the campaign itself would wait
+/// for it: while it does not answer, a warning with the cause when that
+/// starts and every 30 s, and with `--once` a give-up after
+/// `--unreachable-timeout`. Returns `false` on giving up; an unsafe store
+/// or a wrong configuration is an error.
+async fn verify_store(backend: &hoplock::s3::S3Backend, args: &RunArgs) -> Result<bool, RunError> {
+    const WARN_EVERY: Duration = Duration::from_secs(30);
+    let clock = SystemClock::new();
+    let started = clock.now();
+    let mut warned: Option<hoplock::clock::Instant> = None;
+    loop {
+        let cause = match backend.verify().await {
+            Ok(verification) => {
+                let probe = verification.probe_key;
+                info!(%probe, checks = verification.checks.len(), "the store honours conditional writes");
+                return Ok(true);
+            }
+            Err(BackendError::Unsupported(message)) => return Err(RunError::UnsafeStore(message)),
+            Err(error @ (BackendError::Transient(_) | BackendError::Ambiguous(_))) => error,
+            Err(error) => return Err(RunError::VerifyFailed(error)),
+        };
+        let now = clock.now();
+        if warned.is_none_or(|at| now.saturating_duration_since(at) >= WARN_EVERY) {
+            warn!("the lease store is not answering; retrying the checks before campaigning: {cause}");
+            warned = Some(now);
+        }
+        if args.once && now.saturating_duration_since(started) >= args.unreachable_timeout {
+            error!(failing_for = ?now.saturating_duration_since(started), "giving up: the lease store did not answer: {cause}");
+            return Ok(false);
+        }
+        clock.sleep_until(clock.now() + Duration::from_millis(500)).await;
     }
 }
 

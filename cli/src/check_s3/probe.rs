@@ -14,7 +14,7 @@ use hoplock::clock::{Clock, Instant, SystemClock};
 use bytes::Bytes;
 use hoplock::BackendError;
 use hoplock::s3::S3Backend;
-use hoplock::s3::transport::{HttpTransport, ReqwestTransport};
+use hoplock::s3::transport::{HttpTransport, ReqwestTransport, ResponseFuture};
 use hoplock::s3::xml::S3Error;
 use http::{Method, Request, Response};
 
@@ -169,14 +169,7 @@ impl Probe {
 
     /// Sends a request built by [`Probe::signed`] (perhaps altered).
     pub async fn send(&self, request: Request<Bytes>) -> Answer {
-        let sent = self.clock.now();
-        let result = tokio::time::timeout(self.timeout, self.transport.send(request)).await;
-        let received = self.clock.now();
-        match result {
-            Ok(Ok(response)) => answer(&response, sent, received),
-            Ok(Err(err)) => no_answer(err.message, sent, received),
-            Err(_) => no_answer(format!("timed out after {:?}", self.timeout), sent, received),
-        }
+        self.timed(self.timeout, self.transport.send(request)).await
     }
 
     /// Sends a request whose body is held back after `first_bytes` until
@@ -188,8 +181,13 @@ impl Probe {
         gate: tokio::sync::oneshot::Receiver<()>,
         timeout: Duration,
     ) -> Answer {
+        self.timed(timeout, self.transport.send_gated(request, first_bytes, gate)).await
+    }
+
+    /// Waits for a transport's answer for at most `timeout`.
+    async fn timed(&self, timeout: Duration, sending: ResponseFuture<'_>) -> Answer {
         let sent = self.clock.now();
-        let result = tokio::time::timeout(timeout, self.transport.send_gated(request, first_bytes, gate)).await;
+        let result = tokio::time::timeout(timeout, sending).await;
         let received = self.clock.now();
         match result {
             Ok(Ok(response)) => answer(&response, sent, received),
