@@ -72,9 +72,6 @@ pub struct CheckArgs {
     pub client: ClientArgs,
 }
 
-/// The exit code of a run stopped by Ctrl-C.
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// The bucket the built-in fake S3 serves.
 const FAKE_BUCKET: &str = "hoplock-check";
 
@@ -191,6 +188,7 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
     if interrupted {
         eprintln!("interrupted: deleting what was written");
         report.error = Some("interrupted".into());
+        report.interrupted = true;
     }
     let written = probe.written().len();
     report.left = probe.clean_up().await;
@@ -207,7 +205,7 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
         report.table()
     };
     out.write_all(text.as_bytes()).map_err(|err| CheckError::Setup(format!("cannot write the report: {err}")))?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { report.exit_code() })
+    Ok(report.exit_code())
 }
 
 fn setup(error: hoplock::BackendError) -> CheckError {

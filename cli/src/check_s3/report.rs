@@ -10,7 +10,7 @@
 //! | `schema_version` | integer | `1`; a new version may add fields, never change these |
 //! | `verdict` | string | `SAFE`, `UNSUPPORTED`, `UNSAFE_IGNORES_CONDITIONS`, `UNSAFE_NOT_ATOMIC`, `UNSAFE_WEAK_ETAGS` or `ERROR` |
 //! | `verdict_text` | string | the verdict as the table prints it, e.g. `UNSAFE: not atomic` |
-//! | `exit_code` | integer | the process's exit code |
+//! | `exit_code` | integer | the process's exit code (130 when Ctrl-C cut the run short) |
 //! | `error` | string or null | why the run could not finish (verdict `ERROR`) |
 //! | `warnings` | array of strings | warnings (a wrong signature accepted, stale reads) |
 //! | `target` | object | `endpoints` (array), `bucket`, `prefix`, `fake_mode` (string or null) |
@@ -86,6 +86,9 @@ impl Verdict {
 
 /// The exit code of a SAFE verdict with warnings.
 pub const EXIT_SAFE_WITH_WARNINGS: u8 = 3;
+
+/// The exit code of a run stopped by Ctrl-C (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +179,8 @@ pub struct Report {
     pub findings: Vec<(&'static str, String)>,
     /// Why the run could not finish.
     pub error: Option<String>,
+    /// Whether Ctrl-C cut the run short.
+    pub interrupted: bool,
     /// Keys deleted afterwards.
     pub deleted: usize,
     /// Keys that could not be deleted, with why.
@@ -206,6 +211,9 @@ impl Report {
 
     /// The exit code for this report.
     pub fn exit_code(&self) -> u8 {
+        if self.interrupted {
+            return EXIT_INTERRUPTED;
+        }
         self.verdict().exit_code(!self.warnings().is_empty())
     }
 

@@ -185,3 +185,37 @@ fn hoplock_run_refuses_a_store_that_ignores_conditions() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("started"));
 }
+
+#[test]
+fn ctrl_c_deletes_what_was_written() {
+    let Some(server) = server() else { return };
+    let prefix = format!("it/check-ctrl-c-{:016x}/", hoplock::entropy::Entropy::next_u64(&hoplock::entropy::OsEntropy));
+    let child = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["check-s3", "--json", "--endpoint", &server.endpoint, "--bucket", &server.bucket, "--path-style"])
+        .args(["--prefix", &prefix])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The sequential checks take well under a second; the races are under
+    // way after three.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["exit_code"], 130);
+    assert!(report["clean_up"]["deleted"].as_u64().unwrap() >= 5, "{report:#}");
+    assert_eq!(report["clean_up"]["left"], Value::Array(vec![]), "{report:#}");
+    // The keys are gone from the store itself, not only from the report.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for name in ["create", "cas", "etag"] {
+        let mut config = hoplock::s3::S3Config::new(&server.bucket, format!("{prefix}{name}"));
+        config.endpoint = Some(server.endpoint.clone());
+        config.addressing = hoplock::s3::config::Addressing::PathStyle;
+        let backend = hoplock::s3::S3Backend::new(config).unwrap();
+        let inspected = runtime.block_on(backend.inspect()).unwrap();
+        assert!(inspected.is_none(), "{prefix}{name} is still there");
+    }
+}
