@@ -380,12 +380,12 @@ impl S3Backend {
                 ))
             }
             (403, _) if op == Op::Read => BackendError::Config(format!(
-                "access denied reading {}/{}: the credentials need s3:GetObject on the lease key (S3 also \
+                "access denied reading {}/{}: the credentials need s3:GetObject on that key (S3 also \
                  answers 403 for a missing key when s3:ListBucket is not granted) ({detail})",
                 self.target.bucket, self.key
             )),
             (403, _) => BackendError::Config(format!(
-                "access denied writing {}/{}: the credentials need s3:PutObject on the lease key ({detail})",
+                "access denied writing {}/{}: the credentials need s3:PutObject on that key ({detail})",
                 self.target.bucket, self.key
             )),
             (301 | 307 | 400, "PermanentRedirect" | "AuthorizationHeaderMalformed") => BackendError::Config(format!(
@@ -773,6 +773,40 @@ mod tests {
             assert!(!authorization.contains("SECRET"));
             assert!(request.headers().contains_key("x-amz-content-sha256"));
         }
+    }
+
+    #[tokio::test]
+    async fn extra_headers_go_on_every_request_and_reserved_names_are_refused() {
+        let stub = StubTransport::new(|_| {
+            Ok(Response::builder().status(200).header("etag", "\"abc\"").body(Bytes::new()).unwrap())
+        });
+        let mut with_header = config();
+        with_header.extra_headers = vec![("X-Tigris-Consistent".into(), "true".into())];
+        let store = S3Backend::with_parts(
+            with_header,
+            Arc::new(stub.clone()),
+            Arc::new(SystemClock::new()),
+            Arc::new(SeededEntropy::new(1)),
+        )
+        .unwrap();
+        let version = store.write(None, &sample_record(1, "x")).await.unwrap();
+        store.read().await.unwrap_err();
+        store.delete(&version).await.unwrap();
+        store.request(Method::HEAD, &[], Bytes::new()).await.unwrap();
+        for request in stub.requests() {
+            assert_eq!(request.headers()["x-tigris-consistent"], "true", "{} {}", request.method(), request.uri());
+        }
+        for (name, value) in
+            [("Authorization", "x"), ("If-Match", "*"), ("x-amz-date", "1"), ("bad name", "x"), ("X-Ok", "a\nb")]
+        {
+            let mut bad = config();
+            bad.extra_headers = vec![(name.into(), value.into())];
+            let err = S3Backend::new(bad).unwrap_err();
+            assert!(matches!(&err, BackendError::Config(m) if m.contains("header")), "{name}: {err:?}");
+        }
+        let mut secret = config();
+        secret.extra_headers = vec![("X-Token".into(), "hush-hush".into())];
+        assert!(!format!("{secret:?}").contains("hush-hush"), "header values are not printed");
     }
 
     #[tokio::test]

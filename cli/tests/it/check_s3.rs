@@ -118,6 +118,24 @@ fn the_real_s3_server_is_safe() {
     // SeaweedFS verifies signatures, so no warning either.
     assert_eq!(output.status.code(), Some(0), "{table}");
 
+    // Racers spread over two endpoints of one server (two names for it,
+    // so two Host headers and two signatures), as a cluster's nodes would.
+    let other = server.endpoint.replace("127.0.0.1", "localhost");
+    let (output, report) = check_s3(&[
+        "--endpoint",
+        &server.endpoint,
+        "--endpoint",
+        &other,
+        "--bucket",
+        &server.bucket,
+        "--path-style",
+        "--rounds",
+        "5",
+    ]);
+    assert_eq!(report["verdict"], "SAFE", "{report:#}");
+    assert_eq!(report["target"]["endpoints"].as_array().unwrap().len(), 2);
+    assert_eq!(output.status.code(), Some(0));
+
     // A wrong secret is an ERROR that says so, not a verdict on conditions.
     let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
         .args(["check-s3", "--json", "--endpoint", &server.endpoint, "--bucket", &server.bucket, "--path-style"])
