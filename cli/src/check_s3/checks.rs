@@ -225,19 +225,9 @@ impl Run<'_> {
             second.describe(),
             held(stored)
         );
-        let check = if second.succeeded() || stored == Some(2) {
-            Check::fail(
-                NAME,
-                Verdict::IgnoresConditions,
-                format!("a create of an existing key took effect ({evidence})"),
-            )
-        } else if not_supported(&second) {
-            Check::not_supported(NAME, evidence)
-        } else if second.refused() && stored == Some(1) {
-            Check::pass(NAME, evidence)
-        } else {
-            Check::skipped(NAME, format!("inconclusive: {evidence}"))
-        };
+        let outcome = Refusal { answer: &second, took_effect: stored == Some(2), unchanged: stored == Some(1) };
+        let check =
+            outcome.judge(NAME, Verdict::IgnoresConditions, "a create of an existing key took effect", evidence);
         self.push(check);
         Ok(true)
     }
@@ -275,16 +265,9 @@ impl Run<'_> {
         );
         let check = if second == first {
             Check::fail(NAME, Verdict::WeakEtags, format!("different bytes kept the ETag {first} ({evidence})"))
-        } else if stale.succeeded() || stored == Some(12) {
-            Check::fail(
-                NAME,
-                Verdict::IgnoresConditions,
-                format!("a write with a replaced ETag took effect ({evidence})"),
-            )
-        } else if stale.refused() && stored == Some(11) {
-            Check::pass(NAME, evidence)
         } else {
-            Check::skipped(NAME, format!("inconclusive: {evidence}"))
+            let outcome = Refusal { answer: &stale, took_effect: stored == Some(12), unchanged: stored == Some(11) };
+            outcome.judge(NAME, Verdict::IgnoresConditions, "a write with a replaced ETag took effect", evidence)
         };
         self.push(check);
         Ok(true)
@@ -302,15 +285,8 @@ impl Run<'_> {
         let (stored, _) = self.settled("missing", None).await?;
         let evidence =
             format!("If-Match {nowhere} on a missing key: {}; key afterwards: {}", answer.describe(), held(stored));
-        let check = if answer.succeeded() || stored.is_some() {
-            Check::fail(NAME, Verdict::IgnoresConditions, format!("the write created the key ({evidence})"))
-        } else if not_supported(&answer) {
-            Check::not_supported(NAME, evidence)
-        } else if matches!(answer.status, Some(404 | 412)) {
-            Check::pass(NAME, evidence)
-        } else {
-            Check::skipped(NAME, format!("inconclusive: {evidence}"))
-        };
+        let outcome = Refusal { answer: &answer, took_effect: stored.is_some(), unchanged: stored.is_none() };
+        let check = outcome.judge(NAME, Verdict::IgnoresConditions, "the write created the key", evidence);
         self.push(check);
         Ok(())
     }
@@ -635,16 +611,10 @@ impl Run<'_> {
                 Verdict::WeakEtags,
                 format!("the overtaking write kept the ETag the held-back write sent, so it matched ({evidence})"),
             )
-        } else if held.succeeded() || stored == Some(2) {
-            Check::fail(
-                NAME,
-                Verdict::NotAtomic,
-                format!("the condition was checked before the body arrived: the held-back write won ({evidence})"),
-            )
-        } else if held.refused() && stored == Some(3) {
-            Check::pass(NAME, evidence)
         } else {
-            Check::skipped(NAME, format!("inconclusive: {evidence}"))
+            let outcome = Refusal { answer: &held, took_effect: stored == Some(2), unchanged: stored == Some(3) };
+            let what = "the condition was checked before the body arrived: the held-back write won";
+            outcome.judge(NAME, Verdict::NotAtomic, what, evidence)
         };
         self.push(check);
         Ok(())
@@ -841,6 +811,34 @@ impl Run<'_> {
                 latencies.len()
             ),
         );
+    }
+}
+
+/// A write that should have been refused: its answer, and what reading
+/// the object back showed.
+struct Refusal<'a> {
+    answer: &'a Answer,
+    /// The object holds the write's bytes.
+    took_effect: bool,
+    /// The object holds what it held before.
+    unchanged: bool,
+}
+
+impl Refusal<'_> {
+    /// Fails with `verdict` if the write succeeded or its bytes landed
+    /// anyway; passes if it was refused (412, 409, 404) and the object is
+    /// unchanged; a loud refusal of the condition is "not supported", and
+    /// anything else (a 5xx, no answer, a changed object) is inconclusive.
+    fn judge(&self, name: &'static str, verdict: Verdict, what: &str, evidence: String) -> Check {
+        if self.answer.succeeded() || self.took_effect {
+            Check::fail(name, verdict, format!("{what} ({evidence})"))
+        } else if not_supported(self.answer) {
+            Check::not_supported(name, evidence)
+        } else if self.answer.refused() && self.unchanged {
+            Check::pass(name, evidence)
+        } else {
+            Check::skipped(name, format!("inconclusive: {evidence}"))
+        }
     }
 }
 

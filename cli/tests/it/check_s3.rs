@@ -12,10 +12,16 @@ use serde_json::Value;
 use crate::server;
 
 fn check_s3(args: &[&str]) -> (Output, Value) {
+    check_s3_with(args, &[])
+}
+
+/// Runs `hoplock check-s3 --json` with `env` set on top of the test's own.
+fn check_s3_with(args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
     let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
         .arg("check-s3")
         .args(["--json"])
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -98,7 +104,11 @@ fn bad_options_are_usage_errors() {
 #[test]
 fn an_unreachable_endpoint_is_an_error_with_the_cause() {
     // Port 9 (discard) on loopback: nothing listens there.
-    let (output, report) = check_s3(&["--endpoint", "http://127.0.0.1:9", "--bucket", "b", "--request-timeout", "2s"]);
+    // Keys of its own, so the credential chain never looks further (the
+    // instance metadata service is not on loopback).
+    let keys = [("AWS_ACCESS_KEY_ID", "AK"), ("AWS_SECRET_ACCESS_KEY", "SK"), ("AWS_EC2_METADATA_DISABLED", "true")];
+    let (output, report) =
+        check_s3_with(&["--endpoint", "http://127.0.0.1:9", "--bucket", "b", "--request-timeout", "2s"], &keys);
     assert_eq!(report["verdict"], "ERROR");
     assert_eq!(output.status.code(), Some(1));
     assert!(report["error"].as_str().unwrap().contains("cannot reach http://127.0.0.1:9"), "{report:#}");
