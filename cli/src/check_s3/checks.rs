@@ -428,6 +428,8 @@ impl Run<'_> {
         F: Fn(u32) -> Fut,
         Fut: std::future::Future<Output = Result<Vec<RoundResult>, Fatal>>,
     {
+        // One future per lane; the join below must name every lane.
+        const _: () = assert!(LANES == 5);
         let (a, b, c, d, e) = tokio::join!(lane(0), lane(1), lane(2), lane(3), lane(4));
         let mut rounds: Vec<RoundResult> = [a?, b?, c?, d?, e?].into_iter().flatten().collect();
         rounds.sort_by_key(|round| round.round);
@@ -439,12 +441,21 @@ impl Run<'_> {
         self.begin(NAME);
         let this = &*self;
         let rounds = this.in_lanes(|lane| this.create_lane(NAME, lane)).await?;
-        self.judge_rounds(NAME, "creates", rounds);
+        self.judge_rounds(NAME, "creates", "racing creates: rounds", rounds);
         Ok(())
     }
 
     /// Judges the rounds of one race check into a check and its findings.
-    fn judge_rounds(&mut self, name: &'static str, what: &str, rounds: Vec<RoundResult>) {
+    /// Judges the rounds of one race check into a check and the finding
+    /// `rounds_finding` (rounds nobody won, or settled by reading back).
+    /// Returns what a retry after a 409 got, if one was made.
+    fn judge_rounds(
+        &mut self,
+        name: &'static str,
+        what: &str,
+        rounds_finding: &'static str,
+        rounds: Vec<RoundResult>,
+    ) -> Option<String> {
         let mut tally = RaceTally::default();
         let mut retried = None;
         for round in rounds {
@@ -454,14 +465,14 @@ impl Run<'_> {
         }
         let check = tally.verdict(name, self.settings, what);
         self.push(check);
-        tally.findings(self, name);
-        if name == "racing compare-and-swaps" {
-            let retry = match retried {
-                Some(answer) => format!("a retry with the fresh ETag after a 409 answered {answer}"),
-                None => "no 409 seen".into(),
-            };
-            self.finding("retry after 409", retry);
+        if tally.no_winner > 0 || tally.settled > 0 {
+            let value = format!(
+                "{} rounds with no winner, {} settled by reading back (no clear answer)",
+                tally.no_winner, tally.settled
+            );
+            self.finding(rounds_finding, value);
         }
+        retried
     }
 
     /// Reads a raced key back. With one winner (or none) the store must
@@ -485,7 +496,12 @@ impl Run<'_> {
         self.begin(NAME);
         let this = &*self;
         let rounds = this.in_lanes(|lane| this.swap_lane(NAME, lane)).await?;
-        self.judge_rounds(NAME, "compare-and-swaps", rounds);
+        let retried = self.judge_rounds(NAME, "compare-and-swaps", "racing swaps: rounds", rounds);
+        let retry = match retried {
+            Some(answer) => format!("a retry with the fresh ETag after a 409 answered {answer}"),
+            None => "no 409 seen".into(),
+        };
+        self.finding("retry after 409", retry);
         Ok(())
     }
 
@@ -1040,19 +1056,6 @@ impl RaceTally {
             )
         } else {
             Check::pass(name, format!("at most one winner per round; {summary}"))
-        }
-    }
-
-    fn findings(&self, run: &mut Run<'_>, name: &'static str) {
-        if self.no_winner > 0 || self.settled > 0 {
-            let value = format!(
-                "{} rounds with no winner, {} settled by reading back (no clear answer)",
-                self.no_winner, self.settled
-            );
-            run.finding(
-                if name == "racing creates" { "racing creates: rounds" } else { "racing swaps: rounds" },
-                value,
-            );
         }
     }
 }
