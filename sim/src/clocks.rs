@@ -7,9 +7,16 @@
 //! clock is offset and stepped. Because it is anchored to the simulation's
 //! elapsed time rather than to the process start, a restarted node keeps the
 //! same machine clock, as a real restart would.
+//!
+//! Every timer a simulated host arms goes through its `SimClock`, so the
+//! clock also writes it on the host's [`Agenda`]. From the agendas the
+//! runner knows when each host next has something to do: it steps over
+//! stretches in which no host does, and leaves hosts with nothing due out of
+//! the ticks in between.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use hoplock::clock::{Clock, Instant, Sleep};
@@ -56,6 +63,8 @@ pub struct SimClock {
     paused_until: Arc<AtomicU64>,
     /// Wall steps the runner applied while the run went on.
     stepped_ms: Arc<AtomicI64>,
+    /// Where this clock's armed timers are written down for the runner.
+    agenda: Agenda,
     /// turmoil fires timers on its ticks, so up to one tick late.
     timer_resolution: Duration,
 }
@@ -66,9 +75,15 @@ pub struct SimClock {
 pub struct ClockControl {
     until_nanos: Arc<AtomicU64>,
     stepped_ms: Arc<AtomicI64>,
+    agenda: Agenda,
 }
 
 impl ClockControl {
+    /// A handle whose clock writes its timers into `agenda`.
+    pub fn with_agenda(agenda: Agenda) -> ClockControl {
+        ClockControl { agenda, ..ClockControl::default() }
+    }
+
     /// Steps the node's wall clock by `by_ms` from now on.
     pub fn step_wall(&self, by_ms: i64) {
         self.stepped_ms.fetch_add(by_ms, Ordering::SeqCst);
@@ -86,13 +101,15 @@ impl SimClock {
     #[allow(clippy::disallowed_methods)] // Anchors the simulated clock to the host's tokio time.
     pub fn new(epoch: SystemTime, spec: ClockSpec, pause: &ClockControl) -> SimClock {
         let base = turmoil::sim_elapsed().unwrap_or_default();
+        let origin = tokio::time::Instant::now();
         SimClock {
             epoch,
             spec,
             base,
-            origin: tokio::time::Instant::now(),
+            origin,
             paused_until: pause.until_nanos.clone(),
             stepped_ms: pause.stepped_ms.clone(),
+            agenda: pause.agenda.clone(),
             timer_resolution: Duration::from_millis(1),
         }
     }
@@ -101,11 +118,6 @@ impl SimClock {
     pub fn with_timer_resolution(mut self, resolution: Duration) -> SimClock {
         self.timer_resolution = resolution;
         self
-    }
-
-    /// The tokio instant at simulated time `at`.
-    fn tokio_at(&self, at: Duration) -> tokio::time::Instant {
-        self.origin + at.saturating_sub(self.base)
     }
 
     #[allow(clippy::disallowed_methods)] // The host's tokio time is the simulation's true time.
@@ -147,12 +159,22 @@ impl Clock for SimClock {
         let rate = PPB + self.spec.drift_ppb as i128;
         let true_nanos = (deadline.as_nanos() as i128 * PPB + rate - 1) / rate;
         let true_deadline = Duration::from_nanos(u64::try_from(true_nanos).unwrap_or(u64::MAX));
-        let at = self.tokio_at(true_deadline);
+        let at = self.origin + true_deadline.saturating_sub(self.base);
+        // On the agenda from now rather than from the first poll: the runner
+        // may look before this future is first polled.
+        let agenda = self.agenda.clone();
+        let mut armed = agenda.arm(true_deadline);
         let paused_until = self.paused_until.clone();
         let (origin, base) = (self.origin, self.base);
         Box::pin(async move {
+            // A timer first awaited after its deadline fires at once, late
+            // through no fault of the runner's: lateness counts from then.
+            #[allow(clippy::disallowed_methods)]
+            let awaited = tokio::time::Instant::now().max(at);
             #[allow(clippy::disallowed_methods)] // The simulated clock's own timer, in host time.
             tokio::time::sleep_until(at).await;
+            #[allow(clippy::disallowed_methods)]
+            agenda.fired(tokio::time::Instant::now().saturating_duration_since(awaited));
             // A timer due during a pause fires when the pause ends, as it
             // would in a process that was stopped.
             loop {
@@ -163,6 +185,8 @@ impl Clock for SimClock {
                 if resume <= now {
                     return;
                 }
+                // The timer now waits for the pause's end.
+                drop(std::mem::replace(&mut armed, agenda.arm(until)));
                 #[allow(clippy::disallowed_methods)]
                 tokio::time::sleep_until(resume).await;
             }
@@ -171,5 +195,128 @@ impl Clock for SimClock {
 
     fn timer_resolution(&self) -> Duration {
         self.timer_resolution
+    }
+}
+
+/// When one host's armed timers are due, in true simulated time since the
+/// start of the run.
+///
+/// A timer is on the agenda from the moment its `Sleep` is made until that
+/// future is dropped, whether it fired or was cancelled. A timer that has
+/// fired but whose task has not run yet is therefore still on it, which is
+/// what the runner needs: that task has work to do at that instant. A
+/// cancelled timer whose future lives on only makes the runner look at the
+/// host when it needn't have.
+#[derive(Clone, Debug, Default)]
+pub struct Agenda {
+    /// Deadline in nanoseconds → how many armed timers share it.
+    due: Arc<Mutex<BTreeMap<u64, usize>>>,
+    /// The most any timer fired after its deadline by more than tokio's
+    /// millisecond rounding, in nanoseconds: a host made to sit out a tick
+    /// in which it had a timer due.
+    late: Arc<AtomicU64>,
+}
+
+impl Agenda {
+    /// How late the latest-firing timer was, if any fired later than
+    /// tokio's millisecond rounding explains: the runner stepped over a
+    /// deadline it should have stopped at.
+    pub fn overdue(&self) -> Option<Duration> {
+        let late = self.late.load(Ordering::SeqCst);
+        (late > 0).then(|| Duration::from_nanos(late))
+    }
+
+    fn fired(&self, late: Duration) {
+        // tokio rounds deadlines up to its next millisecond.
+        if late >= Duration::from_millis(1) {
+            self.late.fetch_max(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX), Ordering::SeqCst);
+        }
+    }
+
+    /// The earliest deadline of any armed timer, if there is one.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.lock().keys().next().map(|nanos| Duration::from_nanos(*nanos))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, usize>> {
+        self.due.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes down a timer due at `at`; dropping the result strikes it out.
+    fn arm(&self, at: Duration) -> Armed {
+        let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        *self.lock().entry(nanos).or_default() += 1;
+        Armed { agenda: self.clone(), nanos }
+    }
+}
+
+/// One timer on an [`Agenda`], struck out when dropped.
+#[derive(Debug)]
+struct Armed {
+    agenda: Agenda,
+    nanos: u64,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        let mut due = self.agenda.lock();
+        if let Some(count) = due.get_mut(&self.nanos) {
+            *count -= 1;
+            if *count == 0 {
+                due.remove(&self.nanos);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agenda_shows_the_earliest_timer_until_it_is_dropped() {
+        let agenda = Agenda::default();
+        assert_eq!(agenda.next_due(), None);
+        let late = agenda.arm(Duration::from_millis(300));
+        let early = agenda.arm(Duration::from_millis(100));
+        let twin = agenda.arm(Duration::from_millis(100));
+        assert_eq!(agenda.next_due(), Some(Duration::from_millis(100)));
+        drop(early);
+        // Another timer shares that deadline: it stays.
+        assert_eq!(agenda.next_due(), Some(Duration::from_millis(100)));
+        drop(twin);
+        assert_eq!(agenda.next_due(), Some(Duration::from_millis(300)));
+        drop(late);
+        assert_eq!(agenda.next_due(), None);
+    }
+
+    #[test]
+    fn a_timer_later_than_rounding_explains_is_overdue() {
+        let agenda = Agenda::default();
+        agenda.fired(Duration::from_micros(999));
+        assert_eq!(agenda.overdue(), None, "tokio rounds deadlines up to a millisecond");
+        agenda.fired(Duration::from_millis(20));
+        agenda.fired(Duration::from_millis(10));
+        assert_eq!(agenda.overdue(), Some(Duration::from_millis(20)), "the worst lateness is kept");
+    }
+
+    #[test]
+    fn a_timer_due_during_a_pause_waits_on_the_agenda_for_its_end() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let control = ClockControl::default();
+            let clock = SimClock::new(SystemTime::UNIX_EPOCH, ClockSpec::default(), &control);
+            control.pause_until(Duration::from_millis(500));
+            let sleep = clock.sleep_until(clock.now() + Duration::from_millis(100));
+            assert_eq!(control.agenda.next_due(), Some(Duration::from_millis(100)));
+            let waiting = tokio::task::spawn_local(sleep);
+            #[allow(clippy::disallowed_methods)]
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(control.agenda.next_due(), Some(Duration::from_millis(500)), "re-armed for the pause's end");
+            waiting.await.unwrap();
+            assert_eq!(control.agenda.next_due(), None);
+            assert_eq!(control.agenda.overdue(), None);
+        });
     }
 }

@@ -124,6 +124,16 @@ impl History {
         self.record(turmoil::sim_elapsed().unwrap_or_default(), node, event);
     }
 
+    /// How many entries there are so far.
+    pub fn len(&self) -> usize {
+        self.entries.borrow().len()
+    }
+
+    /// Whether nothing has been recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.entries.borrow().is_empty()
+    }
+
     /// A copy of every entry so far.
     pub fn entries(&self) -> Vec<Entry> {
         self.entries.borrow().clone()

@@ -3,6 +3,8 @@
 //! The runner owns the turmoil simulation: it registers the fake S3 and the
 //! nodes as hosts, steps the simulation tick by tick, applies the fault
 //! schedule between ticks, and finally hands the history to the checkers.
+//! Ticks in which nothing can happen are stepped over in one go (see
+//! [`advance`]).
 //! Everything random is drawn from the one seed, so a seed replays a run
 //! exactly.
 
@@ -13,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::clocks::{ClockControl, ClockSpec, SimClock};
+use crate::clocks::{Agenda, ClockControl, ClockSpec, SimClock};
 use crate::downstream::Downstream;
 use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
 use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
@@ -107,9 +109,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let started = std::time::Instant::now();
     let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS);
     let duration = Duration::from_millis(world.duration_ms);
+    let tick = Duration::from_millis(world.tick_ms.max(1));
     let mut sim = turmoil::Builder::new()
         .epoch(epoch)
-        .tick_duration(Duration::from_millis(world.tick_ms.max(1)))
+        .tick_duration(tick)
         // Leave room after the run proper; the runner stops stepping itself.
         .simulation_duration(duration + Duration::from_secs(3600))
         .min_message_latency(Duration::from_millis(world.network.latency_min_ms))
@@ -120,6 +123,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         .build();
 
     let history = History::default();
+    // Each host's timers, for `advance`.
+    let mut agendas = vec![(S3_HOST.to_string(), Agenda::default())];
     let (store_events, received) = mpsc::channel::<fake_s3::Event>();
     // The schedule's own writes to the key run inside the store's host, on
     // its clock, at the next tick.
@@ -128,11 +133,12 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     {
         let mode = world.s3.mode;
         let faults = world.s3.faults.clone();
+        let control = ClockControl::with_agenda(agendas[0].1.clone());
         sim.host(S3_HOST, move || {
-            let (faults, store_events) = (faults.clone(), store_events.clone());
+            let (faults, store_events, control) = (faults.clone(), store_events.clone(), control.clone());
             let operator_ops = operator_ops.borrow_mut().take();
             async move {
-                let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
+                let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &control));
                 let s3 = FakeS3::builder(clock, seed ^ 0x5335_5335_5335_5335)
                     .mode(mode)
                     .faults(faults)
@@ -161,7 +167,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
     let mut controls = Controls { hosts, operator: Some(operator), ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
-        let pause = ClockControl::default();
+        agendas.push((spec.name.clone(), Agenda::default()));
+        let pause = ClockControl::with_agenda(agendas[index + 1].1.clone());
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
         controls.clocks.insert(spec.name.clone(), pause.clone());
         controls.stops.insert(spec.name.clone(), stop.clone());
@@ -175,7 +182,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             incarnations: Rc::default(),
             pause,
             stop,
-            tick: Duration::from_millis(world.tick_ms.max(1)),
+            tick,
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
     }
@@ -192,6 +199,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let names = world.node_names();
     let mut contention = vec![(0, names.clone())];
 
+    // Hosts have software that has not run yet: the first tick is stepped
+    // alone.
+    let mut woken = true;
+    let mut wakes_seen = sim.unannounced_wakes();
     while sim.elapsed() < duration {
         let now = sim.elapsed();
         // Who can contend changes only when an action applies or a pause
@@ -240,7 +251,17 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                 contention.push((now.as_micros() as u64, contenders));
             }
         }
-        sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
+        // What the runner did just now (a crash, a restart, a stop, an
+        // operator's write) wakes tasks no timer speaks for.
+        woken |= reach_changed;
+        let next_look = [
+            schedule.peek().map(|scheduled| Duration::from_millis(scheduled.at_ms)),
+            resumes.iter().map(|(at, _, _)| *at).min(),
+            reach.outage_until,
+            Some(duration),
+        ];
+        let look_at = next_look.into_iter().flatten().min().unwrap_or(duration);
+        advance(&mut sim, &agendas, &history, tick, look_at, std::mem::take(&mut woken), &mut wakes_seen)?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
         }
@@ -262,13 +283,19 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     }
     let network = Duration::from_millis(world.network.latency_max_ms.max(world.network.latency_min_ms));
     let drain_until = duration + 2 * (world.s3.faults.longest_latency() + network) + Duration::from_secs(1);
+    woken = true;
     while sim.elapsed() < drain_until {
-        sim.step().map_err(|err| SimError::Failed(err.to_string()))?;
+        advance(&mut sim, &agendas, &history, tick, drain_until, std::mem::take(&mut woken), &mut wakes_seen)?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
         }
     }
 
+    if let Some((host, late)) = agendas.iter().find_map(|(host, agenda)| Some((host, agenda.overdue()?))) {
+        return Err(SimError::Failed(format!(
+            "a timer on {host} fired {late:?} after its deadline: the runner stepped over a tick in which it was due"
+        )));
+    }
     let mut entries = history.entries();
     // Store events are collected after each tick; order everything by time,
     // keeping the recording order between equal times.
@@ -277,6 +304,61 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let violations = invariants::check_all(&entries, &context);
     let stats = stats(world, &entries, &context, fault_counts, started.elapsed());
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
+}
+
+/// Steps the simulation: by one tick, or by every tick before `look_at` (when
+/// the runner must next look at the world) in one go if nothing can happen
+/// in them.
+///
+/// Nothing can happen in a tick in which no host has a timer due (the hosts'
+/// [`Agenda`]s know them all: every simulated timer goes through a
+/// `SimClock`), no message is on the network, and no task was woken from
+/// outside since the last tick (`woken`: the runner acted; or a connect was
+/// answered without a message, see below). Stepping over
+/// such ticks one at a time only moves every host's clock forward, which is
+/// what one longer step does too. What differs is tokio's own bookkeeping
+/// (how often each host's scheduler has ticked), which decides the order of
+/// tasks woken at one instant, so traces differ from a tick-by-tick run;
+/// the same seed still gives the same trace. A multi-tick step after which
+/// something did happen means a wake-up the agenda missed, and the run
+/// fails loudly rather than quietly delivering a message late.
+fn advance(
+    sim: &mut turmoil::Sim<'_>,
+    agendas: &[(String, Agenda)],
+    history: &History,
+    tick: Duration,
+    look_at: Duration,
+    woken: bool,
+    wakes_seen: &mut u64,
+) -> Result<(), SimError> {
+    let now = sim.elapsed();
+    // A step in which a SYN arrived or a message was dropped may have woken
+    // a task on one host from another without a message (turmoil answers a
+    // connect through a channel); that task runs in the next step, which is
+    // therefore a single tick.
+    let silently_woken = std::mem::replace(wakes_seen, sim.unannounced_wakes()) != *wakes_seen;
+    let failed = |err: Box<dyn std::error::Error>| SimError::Failed(err.to_string());
+    let ticks_until = |at: Duration| at.saturating_sub(now).as_nanos() / tick.as_nanos();
+    // After `n` ticks the clock must stay short of the next timer, which
+    // then fires in a tick of its own, and must not pass `look_at`.
+    let next_due = agendas.iter().filter_map(|(_, agenda)| agenda.next_due()).min();
+    let before_timer = next_due.map_or(u128::MAX, |due| ticks_until(due.saturating_sub(Duration::from_nanos(1))));
+    let to_look = ticks_until(look_at + tick - Duration::from_nanos(1));
+    let ticks = before_timer.min(to_look);
+    if woken || silently_woken || ticks < 2 || sim.in_flight() > 0 {
+        sim.step().map_err(failed)?;
+        return Ok(());
+    }
+    let recorded = history.len();
+    let span = tick * u32::try_from(ticks).unwrap_or(u32::MAX);
+    sim.step_by(span).map_err(failed)?;
+    if sim.in_flight() > 0 || history.len() != recorded {
+        return Err(SimError::Failed(format!(
+            "something happened while the runner stepped over {span:?} from {now:?} believing nothing could: a \
+             simulated timer or wake-up the clock's agenda does not know of"
+        )));
+    }
+    Ok(())
 }
 
 /// The name the store's history gives the schedule's own writes.

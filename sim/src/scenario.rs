@@ -26,7 +26,7 @@
 //! "#;
 //! let scenario = Scenario::parse("steady.toml", text)?;
 //! assert_eq!(scenario.expect, Expect::Safe);
-//! assert_eq!(scenario.seeds, 16);
+//! assert_eq!(scenario.seeds, 24);
 //!
 //! let typo = text.replace("duration_ms", "duration");
 //! let err = Scenario::parse("steady.toml", &typo).unwrap_err();
@@ -46,7 +46,7 @@ use crate::runner::{self, Report, Stats};
 use crate::world::{NetworkSpec, NodeSpec, S3Spec, Scheduled, World};
 
 /// The seeds a scenario runs by default.
-pub const DEFAULT_SEEDS: u64 = 16;
+pub const DEFAULT_SEEDS: u64 = 24;
 
 /// One scenario file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
