@@ -280,7 +280,10 @@ async fn stop_group(child: &mut Child, grace: Duration) {
     unsafe {
         libc::kill(group, libc::SIGTERM);
     }
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+    // Waiting on a real child process, in real time.
+    #[allow(clippy::disallowed_methods)]
+    let exited = tokio::time::timeout(grace, child.wait()).await;
+    if exited.is_err() {
         warn!(pid, "the command ignored SIGTERM; killing its process group");
     }
     // Kill whatever is left of the group, including children of the command

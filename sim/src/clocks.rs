@@ -167,14 +167,8 @@ impl Clock for SimClock {
         let paused_until = self.paused_until.clone();
         let (origin, base) = (self.origin, self.base);
         Box::pin(async move {
-            // A timer first awaited after its deadline fires at once, late
-            // through no fault of the runner's: lateness counts from then.
-            #[allow(clippy::disallowed_methods)]
-            let awaited = tokio::time::Instant::now().max(at);
             #[allow(clippy::disallowed_methods)] // The simulated clock's own timer, in host time.
             tokio::time::sleep_until(at).await;
-            #[allow(clippy::disallowed_methods)]
-            agenda.fired(tokio::time::Instant::now().saturating_duration_since(awaited));
             // A timer due during a pause fires when the pause ends, as it
             // would in a process that was stopped.
             loop {
@@ -211,28 +205,9 @@ impl Clock for SimClock {
 pub struct Agenda {
     /// Deadline in nanoseconds → how many armed timers share it.
     due: Arc<Mutex<BTreeMap<u64, usize>>>,
-    /// The most any timer fired after its deadline by more than tokio's
-    /// millisecond rounding, in nanoseconds: a host made to sit out a tick
-    /// in which it had a timer due.
-    late: Arc<AtomicU64>,
 }
 
 impl Agenda {
-    /// How late the latest-firing timer was, if any fired later than
-    /// tokio's millisecond rounding explains: the runner stepped over a
-    /// deadline it should have stopped at.
-    pub fn overdue(&self) -> Option<Duration> {
-        let late = self.late.load(Ordering::SeqCst);
-        (late > 0).then(|| Duration::from_nanos(late))
-    }
-
-    fn fired(&self, late: Duration) {
-        // tokio rounds deadlines up to its next millisecond.
-        if late >= Duration::from_millis(1) {
-            self.late.fetch_max(u64::try_from(late.as_nanos()).unwrap_or(u64::MAX), Ordering::SeqCst);
-        }
-    }
-
     /// The earliest deadline of any armed timer, if there is one.
     pub fn next_due(&self) -> Option<Duration> {
         self.lock().keys().next().map(|nanos| Duration::from_nanos(*nanos))
@@ -291,16 +266,6 @@ mod tests {
     }
 
     #[test]
-    fn a_timer_later_than_rounding_explains_is_overdue() {
-        let agenda = Agenda::default();
-        agenda.fired(Duration::from_micros(999));
-        assert_eq!(agenda.overdue(), None, "tokio rounds deadlines up to a millisecond");
-        agenda.fired(Duration::from_millis(20));
-        agenda.fired(Duration::from_millis(10));
-        assert_eq!(agenda.overdue(), Some(Duration::from_millis(20)), "the worst lateness is kept");
-    }
-
-    #[test]
     fn a_timer_due_during_a_pause_waits_on_the_agenda_for_its_end() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         let local = tokio::task::LocalSet::new();
@@ -316,7 +281,6 @@ mod tests {
             assert_eq!(control.agenda.next_due(), Some(Duration::from_millis(500)), "re-armed for the pause's end");
             waiting.await.unwrap();
             assert_eq!(control.agenda.next_due(), None);
-            assert_eq!(control.agenda.overdue(), None);
         });
     }
 }

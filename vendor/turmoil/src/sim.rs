@@ -385,6 +385,14 @@ impl<'a> Sim<'a> {
         self.world.borrow().topology.in_flight()
     }
 
+    /// How many messages hosts have sent so far, whatever became of them
+    /// (delivered, dropped, refused or on their way).
+    ///
+    /// (hoplock patch: see `PATCHES.md`.)
+    pub fn messages_sent(&self) -> u64 {
+        self.world.borrow().topology.sent()
+    }
+
     /// A count that grows whenever a SYN is handed to a host or any
     /// message is dropped. A step that moved it may have woken a task on one
     /// host from another without a message: turmoil answers a connect
@@ -437,8 +445,9 @@ impl<'a> Sim<'a> {
     /// A caller that knows no host has a timer due and no message is in
     /// flight before `tick` has passed can advance that far in one step
     /// rather than in many idle ones. Timers inside the step still fire at
-    /// their own instants, but messages sent during it are only delivered
-    /// from the next step on.
+    /// their own instants, but a message sent during it is stamped with the
+    /// step's end and reaches a host that has already run in the step only
+    /// in the next one.
     ///
     /// (hoplock patch: see `PATCHES.md`.)
     pub fn step_by(&mut self, tick: Duration) -> Result<bool> {

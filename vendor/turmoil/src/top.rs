@@ -35,6 +35,10 @@ pub(crate) struct Topology {
     /// have woken a task on one host from another without a message
     /// (hoplock patch: see `PATCHES.md`).
     syns_delivered: u64,
+
+    /// Counts every message a host sent, whatever became of it (hoplock
+    /// patch: see `PATCHES.md`).
+    sent: u64,
 }
 
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
@@ -195,6 +199,7 @@ impl Topology {
             links: IndexMap::new(),
             now: Rt::no_software().now(),
             syns_delivered: 0,
+            sent: 0,
         }
     }
 
@@ -255,6 +260,7 @@ impl Topology {
         dst: SocketAddr,
         message: Protocol,
     ) -> Result<()> {
+        self.sent += 1;
         if let Some(link) = self.links.get_mut(&Pair::new(src.ip(), dst.ip())) {
             link.enqueue_message(&self.config, rand, src, dst, message)
         } else {
@@ -272,6 +278,11 @@ impl Topology {
                 self.syns_delivered += link.deliver_messages(&self.config, rand, dst);
             }
         }
+    }
+
+    /// Messages hosts sent so far (hoplock patch: see `PATCHES.md`).
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
     }
 
     /// SYNs handed to hosts plus messages dropped, so far: see the
