@@ -10,9 +10,8 @@
 //!
 //! Every timer a simulated host arms goes through its `SimClock`, so the
 //! clock also writes it on the host's [`Agenda`]. From the agendas the
-//! runner knows when each host next has something to do: it steps over
-//! stretches in which no host does, and leaves hosts with nothing due out of
-//! the ticks in between.
+//! runner knows when the next timer of any host is due, and steps over the
+//! stretches before it in which nothing else can happen.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -124,7 +124,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
 
     let history = History::default();
     // Each host's timers, for `advance`.
-    let mut agendas = vec![(S3_HOST.to_string(), Agenda::default())];
+    let mut agendas = vec![Agenda::default()];
     let (store_events, received) = mpsc::channel::<fake_s3::Event>();
     // The schedule's own writes to the key run inside the store's host, on
     // its clock, at the next tick.
@@ -133,7 +133,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     {
         let mode = world.s3.mode;
         let faults = world.s3.faults.clone();
-        let control = ClockControl::with_agenda(agendas[0].1.clone());
+        let control = ClockControl::with_agenda(agendas[0].clone());
         sim.host(S3_HOST, move || {
             let (faults, store_events, control) = (faults.clone(), store_events.clone(), control.clone());
             let operator_ops = operator_ops.borrow_mut().take();
@@ -167,8 +167,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
     let mut controls = Controls { hosts, operator: Some(operator), ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
-        agendas.push((spec.name.clone(), Agenda::default()));
-        let pause = ClockControl::with_agenda(agendas[index + 1].1.clone());
+        agendas.push(Agenda::default());
+        let pause = ClockControl::with_agenda(agendas[index + 1].clone());
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
         controls.clocks.insert(spec.name.clone(), pause.clone());
         controls.stops.insert(spec.name.clone(), stop.clone());
@@ -320,7 +320,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
 /// message late.
 fn advance(
     sim: &mut turmoil::Sim<'_>,
-    agendas: &[(String, Agenda)],
+    agendas: &[Agenda],
     history: &History,
     tick: Duration,
     look_at: Duration,
@@ -336,8 +336,10 @@ fn advance(
     let failed = |err: Box<dyn std::error::Error>| SimError::Failed(err.to_string());
     let ticks_until = |at: Duration| at.saturating_sub(now).as_nanos() / tick.as_nanos();
     // After `n` ticks the clock must stay short of the next timer, which
-    // then fires in a tick of its own, and must not pass `look_at`.
-    let next_due = agendas.iter().filter_map(|(_, agenda)| agenda.next_due()).min();
+    // then fires in a tick of its own, and must not go past the first tick
+    // boundary at or after `look_at`, where stepping tick by tick would
+    // have looked.
+    let next_due = agendas.iter().filter_map(Agenda::next_due).min();
     let before_timer = next_due.map_or(u128::MAX, |due| ticks_until(due.saturating_sub(Duration::from_nanos(1))));
     let to_look = ticks_until(look_at + tick - Duration::from_nanos(1));
     let ticks = before_timer.min(to_look);
