@@ -123,8 +123,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         .build();
 
     let history = History::default();
-    // Each host's timers, for `advance`.
-    let mut agendas = vec![Agenda::default()];
+    // Each host's timers, for `advance`: the store's first, then the nodes'.
+    let store_agenda = Agenda::default();
+    let mut agendas = vec![store_agenda.clone()];
     let (store_events, received) = mpsc::channel::<fake_s3::Event>();
     // The schedule's own writes to the key run inside the store's host, on
     // its clock, at the next tick.
@@ -133,7 +134,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     {
         let mode = world.s3.mode;
         let faults = world.s3.faults.clone();
-        let control = ClockControl::with_agenda(agendas[0].clone());
+        let control = ClockControl::with_agenda(store_agenda);
         sim.host(S3_HOST, move || {
             let (faults, store_events, control) = (faults.clone(), store_events.clone(), control.clone());
             let operator_ops = operator_ops.borrow_mut().take();
@@ -167,8 +168,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let hosts: Vec<String> = std::iter::once(S3_HOST.to_string()).chain(world.node_names()).collect();
     let mut controls = Controls { hosts, operator: Some(operator), ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
-        agendas.push(Agenda::default());
-        let pause = ClockControl::with_agenda(agendas[index + 1].clone());
+        let agenda = Agenda::default();
+        agendas.push(agenda.clone());
+        let pause = ClockControl::with_agenda(agenda);
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
         controls.clocks.insert(spec.name.clone(), pause.clone());
         controls.stops.insert(spec.name.clone(), stop.clone());
