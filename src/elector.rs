@@ -46,14 +46,15 @@ use crate::planted::{self, Bug};
 mod api;
 mod builder;
 pub mod core;
+mod reads;
 mod term_guard;
 
 pub use self::api::{Elector, Events};
 pub use self::builder::ElectorBuilder;
 use self::term_guard::TermGuard;
 
-pub use self::core::Policy;
 use self::core::{Core, Decision, Observation, Resolution, Timing};
+pub use self::core::{Policy, Reads};
 
 /// Errors from the elector itself, as opposed to one failed store call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -600,9 +601,8 @@ impl<B: Backend> Inner<B> {
             };
             match decision {
                 Decision::Wait { until } => {
-                    let now = self.clock.now();
-                    let poll = now + self.timing().poll_interval;
-                    let wake = until.map_or(poll, |until| until.min(poll));
+                    let read = self.core().next_read();
+                    let wake = until.map_or(read, |until| until.min(read));
                     self.sleep_unless_stopped(wake, stop).await?;
                     due = self.core().due(self.clock.now());
                 }
@@ -634,9 +634,11 @@ impl<B: Backend> Inner<B> {
     /// Reads the key and decides. `None` means the read failed in a way
     /// worth retrying after a poll interval.
     async fn observe_for_campaign(&self) -> Result<Option<Decision>, ElectorError> {
+        let sent_at = self.clock.now();
         let result = self.read().await;
         let arrived = self.clock.now();
         let wall = self.clock.wall();
+        self.core().schedule_read(result.as_ref().ok(), sent_at, arrived);
         let decision = match &result {
             Ok(stored) => self.core().decide(Observation::Record(stored), arrived, wall),
             Err(BackendError::NoLease) => self.core().decide(Observation::Missing, arrived, wall),

@@ -108,6 +108,12 @@ pub struct LeaseRecord {
     /// taking over. Absent in records written by the Go tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// How often the holder renews. Followers read just after each renewal
+    /// is due instead of polling; it never shortens anyone's wait. Absent in
+    /// records written by the Go tools and by hoplock before it was added,
+    /// and then followers poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_ms: Option<u64>,
     /// Changes on every process start, so a restarted process with the same
     /// owner name does not mistake its predecessor's lease for its own.
     #[serde(default)]
@@ -168,6 +174,24 @@ impl LeaseRecord {
             }
             _ => {}
         }
+        match (self.renew_ms, self.ttl_ms) {
+            (Some(0), _) => {
+                return Err(RecordError::InvalidField { field: "renew_ms", reason: "a renew interval of zero".into() });
+            }
+            (Some(renew), Some(ttl)) if renew >= ttl => {
+                return Err(RecordError::InvalidField {
+                    field: "renew_ms",
+                    reason: format!("{renew} ms is not shorter than the record's TTL of {ttl} ms"),
+                });
+            }
+            (Some(renew), None) if u128::from(renew) > MAX_TTL.as_millis() => {
+                return Err(RecordError::InvalidField {
+                    field: "renew_ms",
+                    reason: format!("{renew} ms is longer than the {} ms any elector writes", MAX_TTL.as_millis()),
+                });
+            }
+            _ => {}
+        }
         if self.owner.len() > MAX_OWNER_BYTES {
             return Err(RecordError::InvalidField {
                 field: "owner",
@@ -180,6 +204,11 @@ impl LeaseRecord {
     /// The holder's TTL, if the record states one.
     pub fn ttl(&self) -> Option<Duration> {
         self.ttl_ms.map(Duration::from_millis)
+    }
+
+    /// How often the holder says it renews, if the record states it.
+    pub fn renew_interval(&self) -> Option<Duration> {
+        self.renew_ms.map(Duration::from_millis)
     }
 
     /// `expires_at` parsed, if it is valid RFC 3339.
@@ -199,6 +228,7 @@ mod tests {
             owner: "node-a".into(),
             nonce: "00ff".into(),
             ttl_ms: Some(30_000),
+            renew_ms: Some(10_000),
             incarnation: "abcd".into(),
             released: false,
         }
@@ -241,6 +271,14 @@ mod tests {
         assert!(matches!(err, RecordError::InvalidField { field: "ttl_ms", .. }), "{err}");
         let longest = format!(r#"{{"generation":1,"expires_at":"","owner":"a","ttl_ms":{}}}"#, MAX_TTL.as_millis());
         assert_eq!(LeaseRecord::decode(longest.as_bytes()).unwrap().ttl(), Some(MAX_TTL));
+        for bad_renew in [
+            r#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":6000,"renew_ms":0}"#,
+            r#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":6000,"renew_ms":6000}"#,
+            r#"{"generation":1,"expires_at":"","owner":"a","renew_ms":18446744073709551615}"#,
+        ] {
+            let err = LeaseRecord::decode(bad_renew.as_bytes()).unwrap_err();
+            assert!(matches!(err, RecordError::InvalidField { field: "renew_ms", .. }), "{bad_renew}: {err}");
+        }
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(LeaseRecord::decode(&huge), Err(RecordError::TooLarge(MAX_RECORD_BYTES + 1)));
     }

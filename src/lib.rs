@@ -68,5 +68,5 @@ pub mod s3;
 pub mod testing;
 
 pub use backend::{Backend, BackendError};
-pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, StoreHealth, WorkGuard};
+pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, Reads, StoreHealth, WorkGuard};
 pub use lease::Generation;

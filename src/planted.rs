@@ -2,7 +2,8 @@
 //! scenarios catch what they exist to catch.
 //!
 //! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's table (I1 to
-//! I10) in the elector, the way real libraries have broken it. A bug is
+//! I10, and the liveness rule L1) in the elector, the way real libraries
+//! have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
 //! bug has been chosen at run time with [`plant`]. Without the feature this
 //! module is private, [`active`] is a constant `false`, and the compiler
@@ -57,12 +58,17 @@ pub enum Bug {
     /// I10: the incarnation id is derived from the owner name, so a second
     /// process under the same name treats the first one's lease as its own.
     FixedIncarnation,
+    /// L1: a follower reads one renew interval after the read that first
+    /// showed each version, never earlier, so it never finds out how late
+    /// after the renewals its reads come, and sees a crashed holder's last
+    /// record up to a renew interval late.
+    LaggingReads,
 }
 
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -73,6 +79,7 @@ impl Bug {
         Bug::ReuseRecordBytes,
         Bug::WallClockDeadline,
         Bug::FixedIncarnation,
+        Bug::LaggingReads,
     ];
 
     /// The kebab-case name `--planted` takes.
@@ -88,6 +95,7 @@ impl Bug {
             Bug::ReuseRecordBytes => "reuse-record-bytes",
             Bug::WallClockDeadline => "wall-clock-deadline",
             Bug::FixedIncarnation => "fixed-incarnation",
+            Bug::LaggingReads => "lagging-reads",
         }
     }
 
@@ -104,6 +112,7 @@ impl Bug {
             Bug::ReuseRecordBytes => "I8",
             Bug::WallClockDeadline => "I9",
             Bug::FixedIncarnation => "I10",
+            Bug::LaggingReads => "L1",
         }
     }
 }

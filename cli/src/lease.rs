@@ -95,6 +95,11 @@ async fn show(store: &StoreArgs, out: &mut impl Write) -> Result<(), LeaseError>
             writeln!(out, "owner       {}", record.owner)?;
             writeln!(out, "released    {}", record.released)?;
             writeln!(out, "ttl         {}", record.ttl_ms.map_or_else(|| "not stated".into(), |ms| format!("{ms}ms")))?;
+            writeln!(
+                out,
+                "renews      {}",
+                record.renew_ms.map_or_else(|| "not stated".into(), |ms| format!("every {ms}ms"))
+            )?;
             writeln!(out, "age         {age} (by the server's clock)")?;
             writeln!(out, "expires_at  {} (the writer's clock; information only)", record.expires_at)?;
             writeln!(out, "incarnation {}", record.incarnation)?;
@@ -153,6 +158,7 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
         owner: "hoplock lease reset".into(),
         nonce: format!("{:016x}{:016x}", OsEntropy.next_u64(), OsEntropy.next_u64()),
         ttl_ms: Some(1),
+        renew_ms: None,
         incarnation: String::new(),
         released: true,
     };

@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use hoplock::clock::{Clock, SystemClock};
 use hoplock::elector::TermEnd;
-use hoplock::{BackendError, Elector, ElectorError, LeaderContext, Lease};
+use hoplock::{BackendError, Elector, ElectorError, LeaderContext, Lease, Reads};
 use tokio::process::{Child, Command};
 use tracing::{error, info, warn};
 
@@ -35,7 +35,14 @@ pub struct RunArgs {
     /// How often the leader renews. Default TTL/3.
     #[arg(long, value_parser = parse_duration)]
     pub renew: Option<Duration>,
-    /// How often a follower reads the lease. Default TTL/15.
+    /// When a follower reads the lease: `follow-renewals` (about once per
+    /// holder's renew interval, just after each renewal) or `poll` (every
+    /// --poll, as the Go hoplock does: a release is seen within one poll
+    /// instead of one renew interval, for about five times the requests).
+    #[arg(long, value_enum, default_value_t = ReadsArg::FollowRenewals)]
+    pub reads: ReadsArg,
+    /// How often a follower reads the lease with `--reads poll`, and when
+    /// the record does not say how often its holder renews. Default TTL/15.
     #[arg(long, value_parser = parse_duration)]
     pub poll: Option<Duration>,
     /// How long the command gets between SIGTERM and SIGKILL. Default TTL/15.
@@ -63,6 +70,15 @@ pub struct RunArgs {
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
+}
+
+/// `--reads`: the elector's read schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadsArg {
+    /// About one read per renew interval, just after each renewal.
+    FollowRenewals,
+    /// A read every poll interval.
+    Poll,
 }
 
 /// Why `hoplock run` stopped.
@@ -128,6 +144,10 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
         .owner(owner)
         .ttl(args.ttl)
         .stop_margin(grace + Duration::from_millis(500))
+        .reads(match args.reads {
+            ReadsArg::FollowRenewals => Reads::FollowRenewals,
+            ReadsArg::Poll => Reads::Poll,
+        })
         .clock(clock.clone());
     if let Some(renew) = args.renew {
         builder = builder.renew_interval(renew);

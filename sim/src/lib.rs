@@ -4,6 +4,7 @@
 
 pub mod clocks;
 pub mod downstream;
+pub mod follower_reads;
 pub mod history;
 pub mod invariants;
 pub mod mix;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hoplock::elector::Policy;
+use hoplock::elector::{Policy, Reads};
 use hoplock::entropy::{SeededEntropy, splitmix64};
 use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
@@ -19,7 +19,7 @@ use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
 use crate::history::{Event, History, STOPPED};
 use crate::transport::SimTransport;
-use crate::world::{Api, NodeSpec, PolicySpec, WorkloadSpec};
+use crate::world::{Api, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
 
 /// Where the fake S3 listens inside the simulation.
 pub const S3_HOST: &str = "s3";
@@ -111,6 +111,10 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         .policy(match spec.policy {
             PolicySpec::Ours => Policy::Safe,
             PolicySpec::Seed => Policy::WallClockExpiry,
+        })
+        .reads(match spec.reads {
+            ReadsSpec::FollowRenewals => Reads::FollowRenewals,
+            ReadsSpec::Poll => Reads::Poll,
         });
     if let Some(renew) = spec.renew_ms {
         builder = builder.renew_interval(Duration::from_millis(renew));

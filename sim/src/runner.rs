@@ -21,7 +21,7 @@ use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
 use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
-use crate::world::{Action, LEADER, World};
+use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
 
 /// The longest run a world may ask for: a week of simulated time.
 pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -57,6 +57,10 @@ pub struct Stats {
     pub cpu_secs: f64,
     /// Requests the fake S3 served on the lease key.
     pub s3_requests: usize,
+    /// Of those, reads (GET), the rest being writes (PUT) and deletes.
+    pub s3_reads: usize,
+    /// Of those, deletes (free on AWS; the Go hoplock releases by one).
+    pub s3_deletes: usize,
     /// Terms begun.
     pub terms: usize,
     /// Terms begun after another node's term: handovers.
@@ -85,6 +89,10 @@ pub struct Stats {
     pub overlap_pairs_unchecked: usize,
     /// Simulated leader-time, in hours.
     pub leader_hours: f64,
+    /// Reads per TTL per follower over the steady part of the run, retries
+    /// included ([`crate::follower_reads`]); `None` when nobody followed
+    /// for a TTL there.
+    pub follower_reads_per_ttl: Option<f64>,
 }
 
 /// The result of one run.
@@ -402,6 +410,7 @@ impl OperatorOp {
                     owner: "hoplock lease reset".into(),
                     nonce: format!("reset-{generation}"),
                     ttl_ms: Some(1),
+                    renew_ms: None,
                     incarnation: String::new(),
                     released: true,
                 };
@@ -739,24 +748,43 @@ fn checker_context(world: &World) -> Context {
     let attempts = invariants::liveness::attempts(failure_probability(world));
     let mut handover_bound_us = 0;
     let mut facts = Vec::new();
+    // Followers of a holder that advertises its renew interval read about
+    // once per that interval; the longest any holder may advertise bounds
+    // the gap between their reads.
+    let renew_us = |spec: &crate::world::ElectorSpec| {
+        spec.renew_ms.map_or(spec.ttl_ms as f64 * 1000.0 / 3.0, |ms| ms as f64 * 1000.0)
+    };
+    let advertised_us = world
+        .nodes
+        .iter()
+        .filter(|node| node.elector.policy == PolicySpec::Ours)
+        .map(|node| renew_us(&node.elector))
+        .fold(0.0, f64::max);
     for node in &world.nodes {
         let spec = &node.elector;
         let ttl = spec.ttl_ms as f64 * 1000.0;
         let poll = spec.poll_ms.map_or(ttl / 15.0, |ms| ms as f64 * 1000.0);
+        // The longest a follower goes between reads while a holder is
+        // renewing: a poll, or under the default schedule the longest
+        // advertised renew interval (never less than a poll).
+        let read_gap = match spec.reads {
+            ReadsSpec::Poll => poll,
+            ReadsSpec::FollowRenewals => poll.max(advertised_us),
+        };
         let timeout = spec.request_timeout_ms.map_or(ttl / 6.0, |ms| ms as f64 * 1000.0);
         let latency = 4.0 * (world.network.latency_max_ms + world.tick_ms) as f64 * 1000.0;
-        // After a release: a poll, a round trip, and a read and a write that
-        // may each take up to the timeout for every attempt the store's
-        // failure rate calls for beyond the first.
-        let retries = f64::from(attempts.saturating_sub(1)) * (poll + 2.0 * timeout);
-        handover_bound_us = handover_bound_us.max((poll + latency + timeout + retries).min(u64::MAX as f64) as u64);
+        // After a release: one read gap, a round trip, and a read and a
+        // write that may each take up to the timeout for every attempt the
+        // store's failure rate calls for beyond the first.
+        let retries = f64::from(attempts.saturating_sub(1)) * (read_gap + 2.0 * timeout);
+        handover_bound_us = handover_bound_us.max((read_gap + latency + timeout + retries).min(u64::MAX as f64) as u64);
         facts.push(invariants::NodeFacts {
             name: node.name.clone(),
             lock_delay_us: spec.lock_delay_ms * 1000,
             rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
             drift_bound: spec.drift_bound,
             ttl_us: spec.ttl_ms * 1000,
-            attempt_us: (poll + 2.0 * timeout) as u64,
+            attempt_us: (read_gap + 2.0 * timeout) as u64,
         });
     }
     // The elector's default assumed TTL for a record that states none.
@@ -846,6 +874,11 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         simulated_secs: world.duration_ms as f64 / 1000.0,
         cpu_secs: cpu.as_secs_f64(),
         s3_requests: entries.iter().filter(|entry| matches!(entry.event, Event::Store(_))).count(),
+        s3_reads: entries.iter().filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == "read")).count(),
+        s3_deletes: entries
+            .iter()
+            .filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == "delete"))
+            .count(),
         terms: terms.len(),
         takeovers,
         failover_gaps_us,
@@ -863,5 +896,6 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         liveness_windows: invariants::liveness::windows(entries, context),
         overlap_pairs_unchecked: invariants::belief_overlap::unchecked_pairs(entries, context),
         leader_hours: leader_us as f64 / 3.6e9,
+        follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
     }
 }

@@ -73,6 +73,12 @@ pub struct Scenario {
     /// out a TTL is not unsafe, but users pay for it in downtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_failover_ms: Option<u64>,
+    /// A budget: the most reads per TTL a follower may make on average
+    /// over the steady part of any run, retries included, as
+    /// [`crate::follower_reads`] counts them. Followers that go back to
+    /// polling are not unsafe, but they multiply the bill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_follower_reads_per_ttl: Option<f64>,
     /// A bound: the longest any scheduled `stop` may take to be honoured,
     /// from the stop to the node's campaign returning `Stopped` (a term in
     /// progress is released first). An operator waiting on a shutdown
@@ -321,6 +327,7 @@ impl Scenario {
             tolerate: Vec::new(),
             max_requests_per_leader_hour: None,
             max_failover_ms: None,
+            max_follower_reads_per_ttl: None,
             max_stop_ms: None,
             max_lost_terms: None,
             duration_ms: world.duration_ms,
@@ -385,6 +392,14 @@ impl Scenario {
             None => Vec::new(),
         };
         let slow_failovers = over_bound_ms(reports, self.max_failover_ms, |stats| &stats.failover_gaps_us);
+        let busy_followers = match self.max_follower_reads_per_ttl {
+            Some(budget) => reports
+                .iter()
+                .filter_map(|report| Some((report.seed, report.stats.follower_reads_per_ttl?)))
+                .filter(|(_, rate)| *rate > budget)
+                .collect(),
+            None => Vec::new(),
+        };
         let slow_stops = over_bound_ms(reports, self.max_stop_ms, |stats| &stats.stop_latencies_us);
         let lost_terms = match self.max_lost_terms {
             Some(bound) => reports
@@ -394,7 +409,7 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
-        Verdict { found, missing, unexpected, over_budget, slow_failovers, slow_stops, lost_terms }
+        Verdict { found, missing, unexpected, over_budget, busy_followers, slow_failovers, slow_stops, lost_terms }
     }
 }
 
@@ -453,6 +468,9 @@ pub struct Verdict {
     pub unexpected: Vec<(Finding, Vec<u64>)>,
     /// Runs over the request budget: seed and requests per leader-hour.
     pub over_budget: Vec<(u64, f64)>,
+    /// Runs whose followers read more often than
+    /// `max_follower_reads_per_ttl`: seed and reads per TTL.
+    pub busy_followers: Vec<(u64, f64)>,
     /// Runs with a handover slower than `max_failover_ms`: seed and the
     /// slowest handover, in milliseconds.
     pub slow_failovers: Vec<(u64, f64)>,
@@ -466,12 +484,17 @@ pub struct Verdict {
 impl Verdict {
     /// Whether the outcome is what the scenario expects.
     pub fn as_expected(&self) -> bool {
-        self.missing.is_empty()
-            && self.unexpected.is_empty()
-            && self.over_budget.is_empty()
+        self.missing.is_empty() && self.unexpected.is_empty() && !self.breaks_a_bound()
+    }
+
+    /// Whether a run broke one of the file's bounds or budgets (requests,
+    /// follower reads, failover, stop or lost terms).
+    pub fn breaks_a_bound(&self) -> bool {
+        !(self.over_budget.is_empty()
+            && self.busy_followers.is_empty()
             && self.slow_failovers.is_empty()
             && self.slow_stops.is_empty()
-            && self.lost_terms.is_empty()
+            && self.lost_terms.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -482,6 +505,7 @@ impl Verdict {
         let violation = self.unexpected.first().and_then(|(_, seeds)| seeds.first().copied());
         violation
             .or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
+            .or_else(|| self.busy_followers.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_stops.first().map(|(seed, _)| *seed))
             .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))

@@ -110,6 +110,18 @@ pub enum PolicySpec {
     Seed,
 }
 
+/// When followers read the lease key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadsSpec {
+    /// About once per renew interval, just after the holder's renewals
+    /// (the library's default).
+    #[default]
+    FollowRenewals,
+    /// Every poll interval, as the Go hoplock does.
+    Poll,
+}
+
 /// Elector settings; unset durations take the library's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -142,6 +154,14 @@ pub struct ElectorSpec {
     /// Decision policy.
     #[serde(default)]
     pub policy: PolicySpec,
+    /// When followers read. The `seed` policy's records advertise no renew
+    /// interval, so its followers poll either way.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub reads: ReadsSpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 fn default_ttl_ms() -> u64 {
@@ -164,6 +184,7 @@ impl Default for ElectorSpec {
             stop_margin_ms: None,
             release_timeout_ms: None,
             policy: PolicySpec::Ours,
+            reads: ReadsSpec::FollowRenewals,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::lease::LeaseRecord;
 ///     owner: "a".into(),
 ///     nonce: "1".into(),
 ///     ttl_ms: Some(30_000),
+///     renew_ms: Some(10_000),
 ///     incarnation: "i".into(),
 ///     released: false,
 /// };

@@ -51,6 +51,7 @@ impl<B: Backend> Elector<B> {
             lock_delay: Duration::ZERO,
             assumed_ttl: None,
             policy: Policy::Safe,
+            reads: Reads::FollowRenewals,
             clock: None,
             entropy: None,
         }

@@ -6,7 +6,8 @@ use super::*;
 
 /// Builds an [`Elector`], validating the configuration.
 ///
-/// Defaults: TTL 30 s, renew every TTL/3, poll every TTL/15, a per-request
+/// Defaults: TTL 30 s, renew every TTL/3, followers reading about once per
+/// renew interval ([`Reads::FollowRenewals`]), poll every TTL/15, a per-request
 /// timeout of TTL/6, a stop margin of TTL/10, a release timeout of 2 s, a
 /// drift bound ρ of 1e-3, no lock-delay, and records without a TTL waited out
 /// for the larger of the TTL and 60 s.
@@ -43,6 +44,7 @@ pub struct ElectorBuilder<B> {
     pub(super) lock_delay: Duration,
     pub(super) assumed_ttl: Option<Duration>,
     pub(super) policy: Policy,
+    pub(super) reads: Reads,
     pub(super) clock: Option<Arc<dyn Clock>>,
     pub(super) entropy: Option<Arc<dyn Entropy>>,
 }
@@ -67,8 +69,10 @@ impl<B: Backend> ElectorBuilder<B> {
         self
     }
 
-    /// How often a contender reads the key. Default TTL/15; a released lease
-    /// is taken over within one poll.
+    /// How often a contender reads the key under [`Reads::Poll`], and under
+    /// the default schedule when the record does not say how often its
+    /// holder renews or a read failed. Default TTL/15. No schedule reads
+    /// more often than this.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = Some(interval);
         self
@@ -132,6 +136,15 @@ impl<B: Backend> ElectorBuilder<B> {
     /// production.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// When followers read the lease key. Default:
+    /// [`Reads::FollowRenewals`], about one read per holder's renew
+    /// interval; [`Reads::Poll`] reads every poll interval instead, for a
+    /// handoff after a release within one poll at five times the requests.
+    pub fn reads(mut self, reads: Reads) -> Self {
+        self.reads = reads;
         self
     }
 
@@ -202,6 +215,7 @@ impl<B: Backend> ElectorBuilder<B> {
             stop_margin: self.stop_margin.unwrap_or(ttl / 10),
             lock_delay: self.lock_delay,
             assumed_ttl: self.assumed_ttl.unwrap_or(ttl.max(DEFAULT_ASSUMED_TTL)),
+            reads: self.reads,
         };
         for (name, value, may_be_zero) in [
             ("renew interval", timing.renew_interval, false),

@@ -14,6 +14,9 @@ use crate::lease::{Generation, LeaseRecord};
 use crate::planted::{self, Bug};
 use crate::rfc3339;
 
+pub use super::reads::Reads;
+use super::reads::{ReadSchedule, Seen};
+
 /// How the elector decides. [`Policy::Safe`] is the only policy for
 /// production use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,6 +52,8 @@ pub(crate) struct Timing {
     /// How long to wait out a record that states no TTL (one written by the
     /// Go hoplock or Litestream).
     pub assumed_ttl: Duration,
+    /// When a follower reads.
+    pub reads: Reads,
 }
 
 impl Timing {
@@ -156,12 +161,13 @@ pub(crate) struct Core {
     /// holder deposed by a deletion or by someone else's write may not know
     /// yet, and its term is waited out even if the record changes again.
     not_before: Option<Instant>,
+    /// When a follower reads next.
+    reads: ReadSchedule,
 }
 
 impl Core {
     pub fn new(timing: Timing, policy: Policy, owner: String, incarnation: String) -> Core {
         Core {
-            timing,
             policy,
             owner,
             incarnation,
@@ -170,7 +176,30 @@ impl Core {
             last_ttl: None,
             last_live: None,
             not_before: None,
+            reads: ReadSchedule::new(timing.reads, timing.poll_interval, timing.drift_bound_ppb),
+            timing,
         }
+    }
+
+    /// Schedules the next read after one sent at `sent_at` that arrived at
+    /// `arrived` and showed `read` (`None`: it failed or found nothing).
+    /// Returns when the next read is due.
+    pub fn schedule_read(&mut self, read: Option<&Stored>, sent_at: Instant, arrived: Instant) -> Instant {
+        let seen = match read {
+            Some(stored) if !stored.record.released && stored.record.incarnation != self.incarnation => {
+                match stored.record.renew_interval() {
+                    Some(renew_interval) => Seen::Renewing { version: &stored.version, renew_interval },
+                    None => Seen::Other,
+                }
+            }
+            _ => Seen::Other,
+        };
+        self.reads.after_read(seen, sent_at, arrived)
+    }
+
+    /// When the next read is due, as scheduled after the last one.
+    pub fn next_read(&self) -> Instant {
+        self.reads.next()
     }
 
     /// The highest generation this elector has read or written.
@@ -394,8 +423,23 @@ impl Core {
             owner: self.owner.clone(),
             nonce,
             ttl_ms: Some(advertised_ttl_ms(self.timing.ttl)),
+            renew_ms: self.advertised_renew_ms(),
             incarnation: self.incarnation.clone(),
             released,
+        }
+    }
+}
+
+impl Core {
+    /// The renew interval written into records, in whole milliseconds
+    /// rounded down (followers then read a little early, never late), at
+    /// least 1. The reference policy writes none, as the Go hoplock does, so
+    /// its followers poll.
+    fn advertised_renew_ms(&self) -> Option<u64> {
+        match self.policy {
+            Policy::Safe => Some(u64::try_from(self.timing.renew_interval.as_millis()).unwrap_or(u64::MAX).max(1)),
+            #[cfg(any(test, feature = "testing"))]
+            Policy::WallClockExpiry => None,
         }
     }
 }
@@ -423,6 +467,7 @@ mod tests {
             stop_margin: Duration::from_secs(1),
             lock_delay: Duration::ZERO,
             assumed_ttl: Duration::from_secs(60),
+            reads: Reads::FollowRenewals,
         }
     }
 
@@ -438,6 +483,7 @@ mod tests {
                 owner: "other".into(),
                 nonce: format!("n-{version}"),
                 ttl_ms: Some(20_000),
+                renew_ms: None,
                 incarnation: incarnation.into(),
                 released,
             },

@@ -94,7 +94,13 @@ impl<B: Backend> TermGuard<B> {
                 output = work.as_mut() => return HoldEnd::WorkDone(output),
                 outcome = inner.renew(held, &record, sent_at) => outcome,
             };
-            let retry = inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
+            // A renewal that did not go through is tried again a pause after
+            // the failed attempt was *sent*, not after it ended: an attempt
+            // whose reply was lost or refused is followed by a read-back,
+            // which may itself retry, and counting the pause from its end
+            // would space attempts out by that much more just when the term
+            // is running short.
+            let retry_at = sent_at + inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
                     inner.core().wrote(&record);
@@ -119,7 +125,7 @@ impl<B: Backend> TermGuard<B> {
                     }
                     // The adopted write is older than the attempt just made,
                     // so renew again soon.
-                    next_renewal = inner.clock.now() + retry;
+                    next_renewal = retry_at;
                 }
                 // Unapplied so far; pending writes stay tracked because a
                 // delayed one can still land on our version.
@@ -127,7 +133,7 @@ impl<B: Backend> TermGuard<B> {
                     if planted::active(Bug::LeadWhileUnreachable) {
                         held.ends_at = inner.core().lease_end(sent_at);
                     }
-                    next_renewal = inner.clock.now() + retry;
+                    next_renewal = retry_at;
                 }
                 Renewal::Lost(reason) => return HoldEnd::Lost(reason),
             }

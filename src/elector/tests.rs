@@ -963,3 +963,27 @@ async fn a_context_counts_as_cancelled_once_its_term_has_ended_without_the_elect
     assert!(tokio::time::timeout(Duration::ZERO, context.cancelled()).await.is_ok());
     assert!(format!("{context:?}").contains("cancelled: true"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_renewal_is_retried_a_pause_after_it_was_sent_not_after_its_read_back() {
+    // TTL 3 s: renewals every 1 s, retries every 0.2 s (±25 %). The first
+    // renewal's reply is lost and reading it back takes 0.4 s, longer than
+    // the pause: the retry goes out as soon as the read-back is in, not a
+    // further pause later, because a term running short cannot afford the
+    // read-back's time twice.
+    let store = Scripted::default();
+    store.script().writes.extend([WriteStep::Pass, WriteStep::Fail(BackendError::Ambiguous("lost".into()))]);
+    let a = scripted_elector(&store, "a", 1);
+    let leader = a.clone();
+    let task = tokio::spawn(async move { leader.lead(|_, _| std::future::pending::<()>()).await });
+    advance(Duration::from_millis(10)).await;
+    assert!(a.is_leader());
+    store.script().reads.push_back(ReadStep::ReplyAfter(Duration::from_millis(400)));
+    // The renewal goes out at 1 s; its read-back answers at 1.4 s.
+    advance(Duration::from_millis(1000)).await;
+    assert_eq!(store.script().written.len(), 2, "the first renewal was sent");
+    advance(Duration::from_millis(420)).await;
+    assert_eq!(store.script().written.len(), 3, "the retry waited another pause after the read-back");
+    assert!(a.is_leader());
+    task.abort();
+}

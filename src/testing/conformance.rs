@@ -62,6 +62,7 @@ pub fn sample_record(generation: u64, tag: &str) -> LeaseRecord {
         owner: format!("conformance-{tag}"),
         nonce: format!("nonce-{tag}"),
         ttl_ms: Some(30_000),
+        renew_ms: Some(10_000),
         incarnation: "conformance".into(),
         released: false,
     }

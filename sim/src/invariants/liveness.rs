@@ -7,8 +7,10 @@
 //! a leader may last longer than the window's bound:
 //!
 //! the longest TTL of any node (the last holder may be any of them) times
-//! (1+ρ), plus the slowest contender's lock-delay + k·(poll + 2·timeout),
-//! plus a few ticks.
+//! (1+ρ), plus the slowest contender's lock-delay + k·(read gap +
+//! 2·timeout), plus a few ticks. The read gap is the longest a contender
+//! goes between reads: its poll interval, or, for followers of renewals
+//! (the default schedule), the longest renew interval a holder advertises.
 //!
 //! k is how many read-and-write attempts a contender may need before one
 //! pair goes through: with per-request failure probability p (the store's
@@ -18,8 +20,10 @@
 //! new leader within the bound. Windows shorter than their bound, or with
 //! nobody able to contend, are skipped and counted ([`windows`]).
 //!
-//! A graceful release must be followed within the release bound (poll, a
-//! round trip and k attempts), unless a fault lands in that span.
+//! A graceful release must be followed within the release bound (one read
+//! gap, a round trip, a request timeout and k attempts), unless a fault
+//! lands in that span. Under the default schedule that is about one renew
+//! interval: the price of reading once per renewal instead of every poll.
 
 use super::{Context, Property, Violation, terms};
 use crate::history::{Entry, Event};

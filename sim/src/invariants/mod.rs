@@ -170,8 +170,10 @@ impl fmt::Display for Violation {
 pub struct Context {
     /// Node names.
     pub nodes: Vec<String>,
-    /// The longest poll interval plus a round trip (and the attempts the
-    /// store's failure rate calls for), in µs: the release handover bound.
+    /// The longest gap between a follower's reads (a poll, or the longest
+    /// advertised renew interval for followers of renewals) plus a round
+    /// trip and a request timeout (and the attempts the store's failure rate
+    /// calls for), in µs: the release handover bound.
     pub handover_bound_us: u64,
     /// Who could contend from when: (µs, node names), from the start, one
     /// entry per change as the runner applied the schedule. A node contends
@@ -231,7 +233,9 @@ pub struct NodeFacts {
     pub drift_bound: f64,
     /// Its elector's TTL, in µs: what contenders wait out after its terms.
     pub ttl_us: u64,
-    /// One read-and-write attempt: poll + 2 × request timeout, in µs.
+    /// One read-and-write attempt: the longest gap between its reads (a
+    /// poll, or the longest advertised renew interval) + 2 × request
+    /// timeout, in µs.
     pub attempt_us: u64,
 }
 

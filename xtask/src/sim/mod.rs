@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use hoplock_sim::runner::{self, Report};
 use hoplock_sim::scenario::{Finding, Scenario, Verdict};
+use hoplock_sim::world::ReadsSpec;
 use serde::Serialize;
 
+mod compare;
 mod swarm;
 mod table;
 mod timeline;
@@ -36,6 +38,12 @@ const USAGE: &str = "usage: cargo xtask sim [options]
   --trace FILE      write the run's history as JSON lines (one run only)
   --timeline FILE   draw the run as an SVG picture (one run only)
   --jobs N          worker threads (default: all cores)
+  --reads SCHEDULE  make every node read on this schedule: `poll` (every
+                    TTL/15, the Go hoplock's) or `follow-renewals` (the
+                    default); the scenarios' budgets are set for the default
+  --compare WITH    run the scenarios again with every node on `poll` reads
+                    or on the Go hoplock's rules (`seed`), and print both
+                    side by side: requests, reads, failover and yearly cost
   --planted NAME    switch on one of the library's deliberate bugs; `all`
                     checks that the scenarios catch every one of them
   --swarm N         run N random scenarios; shrink and save the first failure
@@ -54,6 +62,8 @@ struct Options {
     trace: Option<PathBuf>,
     timeline: Option<PathBuf>,
     jobs: Option<usize>,
+    reads: Option<ReadsSpec>,
+    compare: Option<compare::Against>,
     planted: Option<String>,
     swarm: Option<u64>,
     mode: Option<String>,
@@ -82,6 +92,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--trace" => options.trace = Some(value("--trace")?.into()),
             "--timeline" => options.timeline = Some(value("--timeline")?.into()),
             "--jobs" => options.jobs = Some(number("--jobs", value("--jobs")?)?.max(1) as usize),
+            "--reads" => {
+                options.reads = Some(match value("--reads")?.as_str() {
+                    "poll" => ReadsSpec::Poll,
+                    "follow-renewals" => ReadsSpec::FollowRenewals,
+                    other => return Err(format!("--reads takes `poll` or `follow-renewals`, not {other:?}")),
+                })
+            }
+            "--compare" => options.compare = Some(compare::Against::parse(&value("--compare")?)?),
             "--planted" => options.planted = Some(value("--planted")?),
             "--swarm" => options.swarm = Some(number("--swarm", value("--swarm")?)?),
             "--mode" => options.mode = Some(value("--mode")?),
@@ -91,6 +109,17 @@ fn parse(args: &[String]) -> Result<Options, String> {
     }
     if options.seeds.is_some() && options.seed.is_some() {
         return Err("give --seeds or --seed, not both".into());
+    }
+    if options.compare.is_some()
+        && (options.reads.is_some()
+            || options.json
+            || options.trace.is_some()
+            || options.timeline.is_some()
+            || options.swarm.is_some())
+    {
+        return Err(
+            "--compare prints its own table; it goes without --reads, --json, --trace, --timeline and --swarm".into()
+        );
     }
     if options.mode.is_some() && options.swarm.is_none() {
         return Err("--mode goes with --swarm; a scenario file sets its own mode".into());
@@ -118,7 +147,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(count) = options.swarm {
         return swarm::run(root, count, &options);
     }
-    let scenarios = load(root, &options.scenarios)?;
+    let mut scenarios = load(root, &options.scenarios)?;
+    if let Some(reads) = options.reads {
+        for named in &mut scenarios {
+            for node in &mut named.scenario.nodes {
+                node.elector.reads = reads;
+            }
+        }
+    }
+    if let Some(against) = options.compare {
+        return compare::run(&scenarios, &options, against);
+    }
     let single = options.seed.is_some();
     if (options.trace.is_some() || options.timeline.is_some()) && !(single && scenarios.len() == 1) {
         return Err("--trace and --timeline draw one run: give one --scenario and a --seed".into());
@@ -338,7 +377,13 @@ fn report(scenarios: &[Named], outcomes: &[Outcome], options: &Options) -> Resul
 fn explain(named: &Named, outcome: &Outcome, options: &Options) {
     let name = &named.name;
     eprintln!("\n{name}: not as expected");
-    let planted = options.planted.as_ref().map(|bug| format!(" --planted {bug}")).unwrap_or_default();
+    let mut planted = options.planted.as_ref().map(|bug| format!(" --planted {bug}")).unwrap_or_default();
+    if let Some(reads) = options.reads {
+        planted.push_str(match reads {
+            ReadsSpec::Poll => " --reads poll",
+            ReadsSpec::FollowRenewals => " --reads follow-renewals",
+        });
+    }
     for (seed, err) in &outcome.errors {
         eprintln!("  seed {seed} could not run: {err}");
         eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}");
@@ -355,6 +400,10 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
     for (seed, rate) in &outcome.verdict.over_budget {
         let budget = named.scenario.max_requests_per_leader_hour.unwrap_or_default();
         eprintln!("  seed {seed} made {rate:.0} S3 requests per leader-hour; the budget is {budget}");
+    }
+    for (seed, rate) in &outcome.verdict.busy_followers {
+        let budget = named.scenario.max_follower_reads_per_ttl.unwrap_or_default();
+        eprintln!("  seed {seed}: followers read {rate:.2} times per TTL; the budget is {budget}");
     }
     for (seed, gap_ms) in &outcome.verdict.slow_failovers {
         let bound = named.scenario.max_failover_ms.unwrap_or_default();
@@ -413,6 +462,7 @@ struct JsonScenario<'a> {
     missing: Vec<Finding>,
     unexpected: Vec<(Finding, Vec<u64>)>,
     over_budget: Vec<(u64, f64)>,
+    busy_followers: Vec<(u64, f64)>,
     slow_failovers: Vec<(u64, f64)>,
     slow_stops: Vec<(u64, f64)>,
     lost_terms: Vec<(u64, usize)>,
@@ -441,6 +491,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             missing: outcome.verdict.missing.clone(),
             unexpected: outcome.verdict.unexpected.clone(),
             over_budget: outcome.verdict.over_budget.clone(),
+            busy_followers: outcome.verdict.busy_followers.clone(),
             slow_failovers: outcome.verdict.slow_failovers.clone(),
             slow_stops: outcome.verdict.slow_stops.clone(),
             lost_terms: outcome.verdict.lost_terms.clone(),
@@ -464,7 +515,8 @@ mod planted {
     //! `--planted NAME`: the same runs with one of the library's
     //! deliberate bugs switched on. `--planted all` checks that the
     //! scenarios catch every bug: it succeeds only if each one makes at
-    //! least one scenario show a violation its file does not expect.
+    //! least one scenario show a violation its file does not expect or
+    //! break one of the file's bounds.
 
     use super::*;
 
@@ -512,12 +564,14 @@ mod planted {
         for bug in Bug::ALL {
             planted::plant(Some(bug));
             let outcomes = run_all(&scenarios, options, false);
-            // Caught means a violation the file does not expect; a run
+            // Caught means a violation the file does not expect, or a bound
+            // the file sets broken (a liveness bug breaks no safety rule:
+            // it shows as a handover slower than the file allows); a run
             // that fails to start or a finding that goes missing is not.
             let catching: Vec<&str> = scenarios
                 .iter()
                 .zip(&outcomes)
-                .filter(|(_, outcome)| !outcome.verdict.unexpected.is_empty())
+                .filter(|(_, outcome)| !outcome.verdict.unexpected.is_empty() || outcome.verdict.breaks_a_bound())
                 .map(|(named, _)| named.name.as_str())
                 .collect();
             println!(

@@ -8,7 +8,8 @@ use hoplock_sim::scenario::Finding;
 /// Renders the table. Columns: scenario, seeds run, the expected outcome,
 /// the outcome, the violations found (with how many seeds showed each),
 /// failover gap p50/p99 over every takeover, S3 requests per hour of
-/// leadership, and simulated seconds per CPU second.
+/// leadership, followers' reads per TTL (mean over runs), and simulated
+/// seconds per CPU second.
 pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
     let header = [
         "scenario",
@@ -18,9 +19,10 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         "violations",
         "failover p50/p99",
         "S3 req/leader-h",
+        "reads/TTL",
         "sim-s/CPU-s",
     ];
-    let mut rows: Vec<[String; 8]> = Vec::new();
+    let mut rows: Vec<[String; 9]> = Vec::new();
     let (mut total_sim, mut total_cpu, mut total_runs) = (0.0, 0.0, 0);
     for (named, outcome) in scenarios.iter().zip(outcomes) {
         let runs = outcome.reports.len();
@@ -31,14 +33,7 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
             .filter(|(finding, _)| finding.is_violation())
             .map(|(finding, seeds)| format!("{finding} {}/{runs}", seeds.len()))
             .collect();
-        let mut gaps: Vec<u64> =
-            outcome.reports.iter().flat_map(|report| report.stats.failover_gaps_us.iter().copied()).collect();
-        gaps.sort_unstable();
-        let failover = if gaps.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.2}s/{:.2}s", percentile(&gaps, 50) as f64 / 1e6, percentile(&gaps, 99) as f64 / 1e6)
-        };
+        let failover = failover(&outcome.reports);
         let requests: usize = outcome.reports.iter().map(|report| report.stats.s3_requests).sum();
         let leader_hours: f64 = outcome.reports.iter().map(|report| report.stats.leader_hours).sum();
         let per_hour = if leader_hours > 0.0 { format!("{:.0}", requests as f64 / leader_hours) } else { "-".into() };
@@ -70,6 +65,7 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
             if found.is_empty() { "none".into() } else { found.join(", ") },
             failover,
             per_hour,
+            follower_reads(&outcome.reports),
             if cpu > 0.0 { format!("{:.0}", sim / cpu) } else { "-".into() },
         ]);
     }
@@ -110,6 +106,23 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
          overlapping pairs outside the drift bound {unchecked}"
     );
     out
+}
+
+/// Followers' reads per TTL over the steady part, averaged over the runs
+/// that had followers there.
+pub fn follower_reads(reports: &[hoplock_sim::runner::Report]) -> String {
+    let rates: Vec<f64> = reports.iter().filter_map(|report| report.stats.follower_reads_per_ttl).collect();
+    if rates.is_empty() { "-".into() } else { format!("{:.2}", rates.iter().sum::<f64>() / rates.len() as f64) }
+}
+
+/// Failover gap p50/p99 over every takeover of every run.
+pub fn failover(reports: &[hoplock_sim::runner::Report]) -> String {
+    let mut gaps: Vec<u64> = reports.iter().flat_map(|report| report.stats.failover_gaps_us.iter().copied()).collect();
+    gaps.sort_unstable();
+    if gaps.is_empty() {
+        return "-".to_string();
+    }
+    format!("{:.2}s/{:.2}s", percentile(&gaps, 50) as f64 / 1e6, percentile(&gaps, 99) as f64 / 1e6)
 }
 
 /// The `p`th percentile of sorted values (nearest rank).
