@@ -46,7 +46,7 @@ use crate::runner::{self, Report, Stats};
 use crate::world::{NetworkSpec, NodeSpec, S3Spec, Scheduled, World};
 
 /// The seeds a scenario runs by default.
-pub const DEFAULT_SEEDS: u64 = 24;
+pub const DEFAULT_SEEDS: u64 = 48;
 
 /// One scenario file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
