@@ -111,7 +111,8 @@ pub struct LeaseRecord {
     /// How often the holder renews. Followers read just after each renewal
     /// is due instead of polling; it never shortens anyone's wait. Absent in
     /// records written by the Go tools and by hoplock before it was added,
-    /// and then followers poll.
+    /// and then followers poll, as they do when it holds a value no elector
+    /// writes (see [`LeaseRecord::renew_interval`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew_ms: Option<u64>,
     /// Changes on every process start, so a restarted process with the same
@@ -174,24 +175,6 @@ impl LeaseRecord {
             }
             _ => {}
         }
-        match (self.renew_ms, self.ttl_ms) {
-            (Some(0), _) => {
-                return Err(RecordError::InvalidField { field: "renew_ms", reason: "a renew interval of zero".into() });
-            }
-            (Some(renew), Some(ttl)) if renew >= ttl => {
-                return Err(RecordError::InvalidField {
-                    field: "renew_ms",
-                    reason: format!("{renew} ms is not shorter than the record's TTL of {ttl} ms"),
-                });
-            }
-            (Some(renew), None) if u128::from(renew) > MAX_TTL.as_millis() => {
-                return Err(RecordError::InvalidField {
-                    field: "renew_ms",
-                    reason: format!("{renew} ms is longer than the {} ms any elector writes", MAX_TTL.as_millis()),
-                });
-            }
-            _ => {}
-        }
         if self.owner.len() > MAX_OWNER_BYTES {
             return Err(RecordError::InvalidField {
                 field: "owner",
@@ -206,9 +189,16 @@ impl LeaseRecord {
         self.ttl_ms.map(Duration::from_millis)
     }
 
-    /// How often the holder says it renews, if the record states it.
+    /// How often the holder says it renews, if the record states a value
+    /// any elector could write: more than zero, and shorter than the
+    /// record's TTL (or than a day, for a record without one).
+    ///
+    /// Any other value is ignored, not reported as a corrupt record: the
+    /// field only tells followers when to read, and a record that cannot be
+    /// taken over because of it would cost far more than polling it.
     pub fn renew_interval(&self) -> Option<Duration> {
-        self.renew_ms.map(Duration::from_millis)
+        let limit = self.ttl_ms.map_or(MAX_TTL.as_millis(), u128::from);
+        self.renew_ms.filter(|ms| *ms > 0 && u128::from(*ms) < limit).map(Duration::from_millis)
     }
 
     /// `expires_at` parsed, if it is valid RFC 3339.
@@ -271,14 +261,17 @@ mod tests {
         assert!(matches!(err, RecordError::InvalidField { field: "ttl_ms", .. }), "{err}");
         let longest = format!(r#"{{"generation":1,"expires_at":"","owner":"a","ttl_ms":{}}}"#, MAX_TTL.as_millis());
         assert_eq!(LeaseRecord::decode(longest.as_bytes()).unwrap().ttl(), Some(MAX_TTL));
-        for bad_renew in [
+        // A renew interval no elector could write is ignored (followers
+        // poll), never a reason to refuse the record.
+        for odd_renew in [
             r#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":6000,"renew_ms":0}"#,
             r#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":6000,"renew_ms":6000}"#,
             r#"{"generation":1,"expires_at":"","owner":"a","renew_ms":18446744073709551615}"#,
         ] {
-            let err = LeaseRecord::decode(bad_renew.as_bytes()).unwrap_err();
-            assert!(matches!(err, RecordError::InvalidField { field: "renew_ms", .. }), "{bad_renew}: {err}");
+            assert_eq!(LeaseRecord::decode(odd_renew.as_bytes()).unwrap().renew_interval(), None, "{odd_renew}");
         }
+        let sane = r#"{"generation":1,"expires_at":"","owner":"a","ttl_ms":6000,"renew_ms":2000}"#;
+        assert_eq!(LeaseRecord::decode(sane.as_bytes()).unwrap().renew_interval(), Some(Duration::from_secs(2)));
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(LeaseRecord::decode(&huge), Err(RecordError::TooLarge(MAX_RECORD_BYTES + 1)));
     }

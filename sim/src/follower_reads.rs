@@ -4,8 +4,11 @@
 //! store both ways, as the runner records in [`Context::contention`]) and
 //! holds no term. Its reads of the lease key are counted, retries included,
 //! and divided by its time as a follower in units of the longest TTL. The
-//! first four of those TTLs are left out: that is where followers find the
-//! holder's renewals, and the figure is about the steady part of a run.
+//! run's first four TTLs are left out: that is where followers find the
+//! holder's renewals, and the figure is about the steady part of a run. A
+//! node that joins later is counted from when it joins, search included,
+//! and a new holder's lock-delay counts as follower time (its term starts
+//! when its work does).
 
 use crate::history::{Entry, Event};
 use crate::invariants::{Context, Term};

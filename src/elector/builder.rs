@@ -71,8 +71,8 @@ impl<B: Backend> ElectorBuilder<B> {
 
     /// How often a contender reads the key under [`Reads::Poll`], and under
     /// the default schedule when the record does not say how often its
-    /// holder renews or a read failed. Default TTL/15. No schedule reads
-    /// more often than this.
+    /// holder renews, the holder renews at least this often, or a read
+    /// failed. Default TTL/15.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = Some(interval);
         self

@@ -29,7 +29,10 @@
 //!
 //! A renewal later than the schedule allows for is read for again with a
 //! backoff (a step, then doubling up to R/2) until a new version or the
-//! takeover comes. A record that states no renew interval (the Go tools'),
+//! takeover comes. Re-reads around a renewal come a step apart, so for a
+//! moment a follower reads more often than it would poll (R/10 is TTL/30
+//! with the defaults, the poll TTL/15); every read waits at least half a
+//! step after the previous one's answer. A record that states no renew interval (the Go tools'),
 //! a released or missing record, a holder renewing at least as often as
 //! the follower polls, and [`Reads::Poll`] fall back to reading every poll
 //! interval.
@@ -90,13 +93,12 @@ pub(crate) struct ReadSchedule {
     drift_bound_ppb: u32,
     /// The version the last read showed, if the schedule follows it.
     version: Option<Version>,
-    /// Send time of the read that first showed `version`.
-    first_seen_sent: Instant,
-    /// How much earlier than one renew interval after `first_seen_sent` the
-    /// next read goes.
+    /// How much earlier than one renew interval after the send of the read
+    /// that first showed `version` the next read goes.
     lead: Duration,
     /// Whether a read just before a renewal missed it and the next found
-    /// it, so `first_seen_sent` is within one step of the renewal.
+    /// it, so the read that first showed `version` was sent within one step
+    /// of the renewal landing.
     locked: bool,
     /// Reads since `version` was first seen that still showed it.
     misses: u32,
@@ -111,7 +113,6 @@ impl ReadSchedule {
             poll_interval,
             drift_bound_ppb,
             version: None,
-            first_seen_sent: Instant::ZERO,
             lead: Duration::ZERO,
             locked: false,
             misses: 0,
@@ -140,7 +141,10 @@ impl ReadSchedule {
             (Reads::FollowRenewals, Seen::Renewing { version, renew_interval })
                 if renew_interval > self.poll_interval =>
             {
-                self.follow(version, renew_interval, sent_at).max(arrived)
+                // However slow the read was, the next waits at least half a
+                // step after its answer: a slow store never gets reads back
+                // to back.
+                self.follow(version, renew_interval, sent_at).max(arrived + renew_interval / 20)
             }
             _ => {
                 self.version = None;
@@ -160,7 +164,7 @@ impl ReadSchedule {
         let search = renew / 8;
         if self.version.as_ref() == Some(version) {
             // A miss: the renewal has not landed yet.
-            self.misses += 1;
+            self.misses = self.misses.saturating_add(1);
             let in_window = self.misses <= self.window(step);
             return if in_window {
                 sent_at + step
@@ -189,7 +193,6 @@ impl ReadSchedule {
             self.lead = Duration::ZERO;
         }
         self.version = Some(version.clone());
-        self.first_seen_sent = sent_at;
         self.misses = 0;
         sent_at + renew.saturating_sub(self.lead)
     }

@@ -99,7 +99,9 @@ impl<B: Backend> TermGuard<B> {
             // whose reply was lost or refused is followed by a read-back,
             // which may itself retry, and counting the pause from its end
             // would space attempts out by that much more just when the term
-            // is running short.
+            // is running short. Attempts still never overlap, so one that
+            // took longer than the pause is followed at once, and the rate
+            // stays at most one attempt per pause or per attempt's length.
             let retry_at = sent_at + inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
