@@ -17,7 +17,7 @@ use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
 use hoplock::testing::conformance;
-use hoplock::{Elector, Generation};
+use hoplock::{Elector, Generation, Reads};
 
 /// The server's settings, or `None` (with a note on stderr) when the tests
 /// should skip.
@@ -77,12 +77,33 @@ async fn verify_accepts_a_store_that_honours_conditions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_electors_elect_one_and_hand_over_twenty_times() {
+    // Followers read once per renew interval (TTL/3): a release is seen at
+    // the next read.
+    hand_over_twenty_times(Reads::FollowRenewals, TTL / 3, "default").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_electors_hand_over_within_a_poll() {
+    hand_over_twenty_times(Reads::Poll, POLL, "poll").await;
+}
+
+const TTL: Duration = Duration::from_secs(3);
+const POLL: Duration = Duration::from_millis(200);
+
+/// Three electors on one key; the leader releases twenty times, and each
+/// time another node must take over within `gap` (how long followers go
+/// between reads) and the round trips of a read and a write.
+async fn hand_over_twenty_times(reads: Reads, gap: Duration, label: &str) {
     let Some(config) = server() else { return };
-    const TTL: Duration = Duration::from_secs(3);
-    const POLL: Duration = Duration::from_millis(200);
     let electors: Vec<_> = (0..3)
         .map(|i| {
-            Elector::builder(store(&config)).owner(format!("node-{i}")).ttl(TTL).poll_interval(POLL).build().unwrap()
+            Elector::builder(store(&config))
+                .owner(format!("node-{i}"))
+                .ttl(TTL)
+                .poll_interval(POLL)
+                .reads(reads)
+                .build()
+                .unwrap()
         })
         .collect();
     let mut streams: Vec<_> = electors.iter().map(|elector| Some(elector.run())).collect();
@@ -110,9 +131,9 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
         }
         if let Some(released_at) = last_release {
             let handover = tokio::time::Instant::now() - released_at;
-            // One poll, plus the round trips of a read and a write, plus this
-            // loop's own 10 ms sampling.
-            assert!(handover <= POLL + Duration::from_millis(300), "round {round}: handover took {handover:?}");
+            // One gap between reads, plus the round trips of a read and a
+            // write, plus this loop's own 10 ms sampling.
+            assert!(handover <= gap + Duration::from_millis(300), "{label} round {round}: handover took {handover:?}");
             handovers.push(handover);
         }
         generations.push(electors[leader].current_generation().unwrap());
@@ -131,7 +152,7 @@ async fn three_electors_elect_one_and_hand_over_twenty_times() {
     assert!(generations.windows(2).all(|w| w[0] < w[1]), "generations did not strictly increase: {generations:?}");
     handovers.sort();
     eprintln!(
-        "20 handovers on a real server (poll {POLL:?}): median {:?}, max {:?}; generations {:?}",
+        "20 handovers on a real server ({label} reads, gap {gap:?}): median {:?}, max {:?}; generations {:?}",
         handovers[handovers.len() / 2],
         handovers[handovers.len() - 1],
         generations.iter().map(|g| g.get()).collect::<Vec<_>>()
