@@ -48,7 +48,7 @@ use crate::planted::{self, Bug};
 /// ```
 /// use std::time::Duration;
 /// use hoplock::Reads;
-/// use hoplock::backend::MemoryBackend;
+/// use hoplock::backend::memory::MemoryBackend;
 ///
 /// // The Go hoplock's schedule: a read every TTL/15, five times the requests
 /// // of the default, for a handoff after a release within one poll.

