@@ -7,6 +7,12 @@
 //!
 //! Errors are grouped by what the caller should do next, not by where they
 //! came from; see [`BackendError`].
+//!
+//! Under it sits [`ObjectBackend`]: the same three operations on one object
+//! read and written whole as bytes, for stores that hold something other
+//! than a lease record (keyed ownership keeps its membership list in one
+//! such object). Every object store is a lease [`Backend`] too, storing the
+//! record's JSON: the built-in backends implement only the object seam.
 
 use std::fmt;
 use std::future::Future;
@@ -134,4 +140,84 @@ pub trait Backend: Send + Sync + 'static {
     /// The elector never deletes; this is for the seed's reference policy,
     /// operators and tests.
     fn delete(&self, expected: &Version) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// One object's bytes as read, with the version to write against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredObject {
+    /// The object's bytes, exactly as written.
+    pub bytes: Vec<u8>,
+    /// The version the bytes were read at.
+    pub version: Version,
+}
+
+/// One object in a compare-and-swap store, read and written whole as bytes.
+///
+/// The rules are the lease [`Backend`]'s: linearizable operations, every
+/// write conditional, and never a blind retry of a write that may have
+/// landed ([`BackendError::Ambiguous`]). A missing object is
+/// [`BackendError::NoLease`], a failed condition [`BackendError::LeaseHeld`].
+/// The store may derive versions from the bytes (an S3 ETag is the body's
+/// MD5), so a caller that needs every write to change the version puts a
+/// fresh nonce in the bytes, as lease records do.
+///
+/// `hoplock::testing::conformance::run_objects` (feature `testing`) is the
+/// conformance suite for implementations.
+///
+/// ```
+/// use hoplock::backend::{BackendError, ObjectBackend, memory::MemoryBackend};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), BackendError> {
+/// let store = MemoryBackend::new();
+/// let first = store.write_object(None, b"view 1".to_vec()).await?;
+/// // A write against a version that is no longer current changes nothing.
+/// store.write_object(Some(&first), b"view 2".to_vec()).await?;
+/// let stale = store.write_object(Some(&first), b"view 2 again".to_vec()).await;
+/// assert_eq!(stale, Err(BackendError::LeaseHeld));
+/// assert_eq!(store.read_object().await?.bytes, b"view 2");
+/// # Ok(())
+/// # }
+/// ```
+pub trait ObjectBackend: Send + Sync + 'static {
+    /// Reads the object. A missing object is [`BackendError::NoLease`].
+    fn read_object(&self) -> impl Future<Output = Result<StoredObject, BackendError>> + Send;
+
+    /// Writes `bytes` if the stored version is `expected`, or, when
+    /// `expected` is `None`, only if no object exists. A failed condition is
+    /// [`BackendError::LeaseHeld`], or [`BackendError::NoLease`] when the
+    /// expected object has vanished. Returns the new version.
+    fn write_object(
+        &self,
+        expected: Option<&Version>,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<Version, BackendError>> + Send;
+
+    /// Deletes the object if the stored version is `expected`.
+    fn delete_object(&self, expected: &Version) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// Every object store holds lease records: stored as their JSON encoding,
+/// with bytes that do not parse reported as [`BackendError::Corrupt`].
+impl<O: ObjectBackend> Backend for O {
+    async fn read(&self) -> Result<Stored, BackendError> {
+        decode(self.read_object().await?)
+    }
+
+    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
+        self.write_object(expected, record.encode()).await
+    }
+
+    async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
+        self.delete_object(expected).await
+    }
+}
+
+/// A stored object as a lease record, or [`BackendError::Corrupt`] naming
+/// its version.
+fn decode(object: StoredObject) -> Result<Stored, BackendError> {
+    match LeaseRecord::decode(&object.bytes) {
+        Ok(record) => Ok(Stored { record, version: object.version }),
+        Err(reason) => Err(BackendError::Corrupt { version: object.version, reason }),
+    }
 }

@@ -1,4 +1,5 @@
-//! An in-memory [`Backend`]: one lease key behind a mutex.
+//! An in-memory [`ObjectBackend`] (and so a lease [`super::Backend`]): one
+//! object behind a mutex.
 //!
 //! Every operation takes the lock once, so the backend is linearizable by
 //! construction. It stores the encoded bytes rather than the record, so reads
@@ -7,8 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Backend, BackendError, Stored, Version};
-use crate::lease::LeaseRecord;
+use super::{BackendError, ObjectBackend, StoredObject, Version};
 
 /// An in-memory lease key. Clones share the same key.
 ///
@@ -98,25 +98,22 @@ impl MemoryBackend {
     }
 }
 
-impl Backend for MemoryBackend {
-    async fn read(&self) -> Result<Stored, BackendError> {
+impl ObjectBackend for MemoryBackend {
+    async fn read_object(&self) -> Result<StoredObject, BackendError> {
         let state = self.lock();
         let (bytes, version) = state.object.as_ref().ok_or(BackendError::NoLease)?;
-        match LeaseRecord::decode(bytes) {
-            Ok(record) => Ok(Stored { record, version: version.clone() }),
-            Err(reason) => Err(BackendError::Corrupt { version: version.clone(), reason }),
-        }
+        Ok(StoredObject { bytes: bytes.clone(), version: version.clone() })
     }
 
-    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
+    async fn write_object(&self, expected: Option<&Version>, bytes: Vec<u8>) -> Result<Version, BackendError> {
         let mut state = self.lock();
         state.check(expected)?;
         let version = state.next_version();
-        state.object = Some((record.encode(), version.clone()));
+        state.object = Some((bytes, version.clone()));
         Ok(version)
     }
 
-    async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
+    async fn delete_object(&self, expected: &Version) -> Result<(), BackendError> {
         let mut state = self.lock();
         state.check(Some(expected))?;
         state.object = None;
@@ -128,6 +125,11 @@ impl Backend for MemoryBackend {
 mod tests {
     use super::*;
     use crate::testing::conformance;
+
+    #[tokio::test]
+    async fn passes_the_object_conformance_suite() {
+        conformance::run_objects(&MemoryBackend::new()).await.unwrap();
+    }
 
     #[tokio::test]
     async fn passes_the_conformance_suite() {

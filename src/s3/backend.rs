@@ -23,7 +23,7 @@ use super::credentials::refresh::CredentialCache;
 use super::sigv4::encode_key;
 use super::transport::{HttpTransport, ReqwestTransport, TransportError, TransportErrorKind};
 use super::xml::{S3Error, parse_http_date};
-use crate::backend::{Backend, BackendError, Stored, Version};
+use crate::backend::{BackendError, ObjectBackend, StoredObject, Version};
 use crate::clock::{Clock, SystemClock};
 use crate::entropy::{Entropy, OsEntropy};
 use crate::lease::LeaseRecord;
@@ -591,8 +591,10 @@ impl Target {
     }
 }
 
-impl Backend for S3Backend {
-    async fn read(&self) -> Result<Stored, BackendError> {
+/// Objects are labelled `application/json`: what hoplock keeps in S3, lease
+/// records and the keyed membership list, is JSON.
+impl ObjectBackend for S3Backend {
+    async fn read_object(&self) -> Result<StoredObject, BackendError> {
         let deadline = self.clock.now() + self.target.operation_deadline;
         let mut attempt = 0;
         loop {
@@ -600,10 +602,7 @@ impl Backend for S3Backend {
                 Ok(response) if response.status() == StatusCode::OK => {
                     self.read_denied.store(false, Ordering::Relaxed);
                     let version = self.etag(&response)?;
-                    return match LeaseRecord::decode(response.body()) {
-                        Ok(record) => Ok(Stored { record, version }),
-                        Err(reason) => Err(BackendError::Corrupt { version, reason }),
-                    };
+                    return Ok(StoredObject { bytes: response.body().to_vec(), version });
                 }
                 Ok(response) if is_access_denied(&response) => {
                     // S3 answers a GET of a missing key with 403 instead of
@@ -637,16 +636,14 @@ impl Backend for S3Backend {
         }
     }
 
-    async fn write(&self, expected: Option<&Version>, record: &LeaseRecord) -> Result<Version, BackendError> {
+    async fn write_object(&self, expected: Option<&Version>, bytes: Vec<u8>) -> Result<Version, BackendError> {
         let condition = match expected {
             None => ("if-none-match", "*".to_string()),
             Some(version) => ("if-match", self.if_match(version)),
         };
         let headers = [condition, ("content-type", "application/json".to_string())];
-        let response = self
-            .send(Method::PUT, &headers, Bytes::from(record.encode()))
-            .await
-            .map_err(|f| failure_to_error(f, true))?;
+        let response =
+            self.send(Method::PUT, &headers, Bytes::from(bytes)).await.map_err(|f| failure_to_error(f, true))?;
         if response.status().is_success() {
             return self.etag(&response);
         }
@@ -657,7 +654,7 @@ impl Backend for S3Backend {
         Err(error)
     }
 
-    async fn delete(&self, expected: &Version) -> Result<(), BackendError> {
+    async fn delete_object(&self, expected: &Version) -> Result<(), BackendError> {
         let headers = [("if-match", self.if_match(expected))];
         let response =
             self.send(Method::DELETE, &headers, Bytes::new()).await.map_err(|f| failure_to_error(f, true))?;
@@ -671,6 +668,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::backend::Backend;
     use crate::entropy::SeededEntropy;
     use crate::s3::credentials::CredentialSource;
     use crate::s3::sigv4::Credentials;

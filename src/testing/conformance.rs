@@ -1,4 +1,6 @@
-//! The conformance suite every [`Backend`] must pass.
+//! The conformance suite every [`Backend`] must pass, and the one every
+//! [`ObjectBackend`] must pass ([`run_objects`]: the lease suite over the
+//! records it stores, then what byte bodies need besides).
 //!
 //! Each check takes a backend whose key is empty, leaves it empty again when
 //! it passes, and returns a [`Failure`] that says which rule was broken. The
@@ -27,7 +29,7 @@ use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::Poll;
 
-use crate::backend::{Backend, BackendError, Version};
+use crate::backend::{Backend, BackendError, ObjectBackend, Version};
 use crate::lease::{Generation, LeaseRecord};
 
 /// A broken conformance rule.
@@ -300,4 +302,106 @@ where
         .await
         .map_err(|e| fail(CHECK, format!("replacing the corrupt record at its version failed: {e}")))?;
     cleanup(backend, CHECK).await
+}
+
+/// How large the bodies of [`object_bodies_come_back_whole`] are: more
+/// than a membership object of a hundred members needs.
+pub const LARGE_OBJECT_BYTES: usize = 256 * 1024;
+
+/// Runs the object suite: the whole lease suite over `store` (which holds
+/// lease records as their JSON), then the checks only byte bodies need.
+///
+/// ```
+/// use hoplock::backend::memory::MemoryBackend;
+/// use hoplock::testing::conformance;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// conformance::run_objects(&MemoryBackend::new()).await.expect("the memory backend conforms");
+/// # }
+/// ```
+pub async fn run_objects<O: ObjectBackend>(store: &O) -> Result<(), Failure> {
+    // A corrupt record is planted through the seam itself, conditionally
+    // on the key being empty, which every check leaves it.
+    run_all(store, |bytes| async move { store.write_object(None, bytes).await.map(|_| ()).map_err(|e| e.to_string()) })
+        .await?;
+    object_bodies_come_back_whole(store).await?;
+    object_race_leaves_one_whole_body(store).await?;
+    Ok(())
+}
+
+/// Bytes of `len` covering every byte value, NUL and invalid UTF-8
+/// included, different for every `tag`.
+fn body(len: usize, tag: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(tag)).collect()
+}
+
+async fn expect_no_object<O: ObjectBackend>(store: &O, check: &'static str) -> Result<(), Failure> {
+    match store.read_object().await {
+        Err(BackendError::NoLease) => Ok(()),
+        Ok(object) => {
+            Err(fail(check, format!("the key must be empty at the start, found {} bytes", object.bytes.len())))
+        }
+        Err(other) => Err(fail(check, format!("reading the empty key failed: {other}"))),
+    }
+}
+
+async fn delete_object_at<O: ObjectBackend>(store: &O, check: &'static str, version: &Version) -> Result<(), Failure> {
+    store.delete_object(version).await.map_err(|e| fail(check, format!("cleanup delete failed: {e}")))?;
+    expect_no_object(store, check).await
+}
+
+/// Any bytes come back exactly as written, with the version the write
+/// returned: large and small, binary and not UTF-8, replaced by a shorter
+/// body without a tail of the longer one left over.
+pub async fn object_bodies_come_back_whole<O: ObjectBackend>(store: &O) -> Result<(), Failure> {
+    const CHECK: &str = "object_bodies_come_back_whole";
+    expect_no_object(store, CHECK).await?;
+    let mut expected = None;
+    for (len, tag) in [(LARGE_OBJECT_BYTES, 1), (1, 2), (4096, 3)] {
+        let bytes = body(len, tag);
+        let version = store
+            .write_object(expected.as_ref(), bytes.clone())
+            .await
+            .map_err(|e| fail(CHECK, format!("writing {len} bytes failed: {e}")))?;
+        let read = store.read_object().await.map_err(|e| fail(CHECK, format!("reading {len} bytes failed: {e}")))?;
+        if read.bytes != bytes {
+            return Err(fail(CHECK, format!("wrote {len} bytes, read back {} different ones", read.bytes.len())));
+        }
+        if read.version != version {
+            return Err(fail(CHECK, format!("the write returned version {version}, the read {}", read.version)));
+        }
+        expected = Some(version);
+    }
+    let last = expected.unwrap_or_else(|| Version::new(""));
+    delete_object_at(store, CHECK, &last).await
+}
+
+/// Writers racing to replace one version with large bodies of their own:
+/// exactly one wins, and the object reads back as the winner's body, whole.
+pub async fn object_race_leaves_one_whole_body<O: ObjectBackend>(store: &O) -> Result<(), Failure> {
+    const CHECK: &str = "object_race_leaves_one_whole_body";
+    expect_no_object(store, CHECK).await?;
+    let base = store.write_object(None, body(16, 0)).await.map_err(|e| fail(CHECK, format!("create failed: {e}")))?;
+    let bodies: Vec<Vec<u8>> = (0..RACERS).map(|i| body(LARGE_OBJECT_BYTES, i as u8 + 1)).collect();
+    let futures = bodies.iter().map(|bytes| {
+        Box::pin(store.write_object(Some(&base), bytes.clone())) as Pin<Box<dyn Future<Output = _> + Send>>
+    });
+    let results = join_all(futures.collect()).await;
+    let winners = count_winners(CHECK, &results)?;
+    if winners != 1 {
+        return Err(fail(
+            CHECK,
+            format!("{winners} of {RACERS} racing writes of one version succeeded; exactly one must"),
+        ));
+    }
+    let Some((index, version)) = results.iter().enumerate().find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
+    else {
+        return Err(fail(CHECK, "no winner found"));
+    };
+    let read = store.read_object().await.map_err(|e| fail(CHECK, format!("read after the race failed: {e}")))?;
+    if read.bytes != bodies[index] || read.version != version {
+        return Err(fail(CHECK, "the object read after the race is not the winner's body at the winner's version"));
+    }
+    delete_object_at(store, CHECK, &version).await
 }

@@ -65,6 +65,12 @@ async fn passes_the_conformance_suite() {
 }
 
 #[tokio::test]
+async fn passes_the_object_conformance_suite() {
+    let Some(config) = server() else { return };
+    conformance::run_objects(&store(&config)).await.unwrap_or_else(|failure| panic!("{failure}"));
+}
+
+#[tokio::test]
 async fn verify_accepts_a_store_that_honours_conditions() {
     let Some(config) = server() else { return };
     let store = store(&config);

@@ -1,4 +1,5 @@
-//! The fake S3 passes the library's backend conformance suite over the
+//! The fake S3 passes the library's backend conformance suites (the lease
+//! suite, and the object suite the membership object relies on) over the
 //! simulated network, with the production S3 backend on the client side.
 
 use std::sync::Arc;
@@ -16,9 +17,16 @@ use hoplock_sim::transport::SimTransport;
 
 const EPOCH: Duration = Duration::from_secs(1_893_456_000);
 
-/// Runs the suite against a fake S3 in `mode` inside turmoil; returns the
+/// Which conformance suite to run.
+#[derive(Clone, Copy, Debug)]
+enum Suite {
+    Lease,
+    Objects,
+}
+
+/// Runs `suite` against a fake S3 in `mode` inside turmoil; returns the
 /// suite's verdict.
-fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), String> {
+fn suite_over_simulated_tcp(suite: Suite, mode: ProviderMode, faults: Faults) -> Result<(), String> {
     let epoch = SystemTime::UNIX_EPOCH + EPOCH;
     let mut sim = turmoil::Builder::new()
         .epoch(epoch)
@@ -51,10 +59,15 @@ fn suite_over_simulated_tcp(mode: ProviderMode, faults: Faults) -> Result<(), St
             Arc::new(SeededEntropy::new(3)),
         )?;
         let plant = backend.clone();
-        let result = conformance::run_all(&backend, move |bytes| async move {
-            plant.put_raw(bytes).await.map(|_| ()).map_err(|e| e.to_string())
-        })
-        .await
+        let result = match suite {
+            Suite::Lease => {
+                conformance::run_all(&backend, move |bytes| async move {
+                    plant.put_raw(bytes).await.map(|_| ()).map_err(|e| e.to_string())
+                })
+                .await
+            }
+            Suite::Objects => conformance::run_objects(&backend.with_key("suite/members.json")).await,
+        }
         .map_err(|failure| failure.to_string());
         *out.lock().unwrap() = result;
         Ok(())
@@ -71,14 +84,19 @@ fn slow_store() -> Faults {
 
 #[test]
 fn the_honest_fake_passes_over_simulated_tcp() {
-    suite_over_simulated_tcp(ProviderMode::Honest, Faults::default()).unwrap();
-    suite_over_simulated_tcp(ProviderMode::Honest, slow_store()).unwrap();
+    for suite in [Suite::Lease, Suite::Objects] {
+        suite_over_simulated_tcp(suite, ProviderMode::Honest, Faults::default()).unwrap();
+        suite_over_simulated_tcp(suite, ProviderMode::Honest, slow_store()).unwrap();
+    }
 }
 
 #[test]
 fn a_broken_fake_fails_over_simulated_tcp() {
-    for mode in [ProviderMode::IgnoreIfNoneMatch, ProviderMode::IgnoreIfMatch, ProviderMode::NonAtomic] {
-        let failure = suite_over_simulated_tcp(mode, slow_store()).expect_err(&format!("{mode} passed the suite"));
-        assert!(failure.contains("race") || failure.contains("stale"), "{mode}: {failure}");
+    for suite in [Suite::Lease, Suite::Objects] {
+        for mode in [ProviderMode::IgnoreIfNoneMatch, ProviderMode::IgnoreIfMatch, ProviderMode::NonAtomic] {
+            let failure = suite_over_simulated_tcp(suite, mode, slow_store())
+                .expect_err(&format!("{mode} passed the {suite:?} suite"));
+            assert!(failure.contains("race") || failure.contains("stale"), "{suite:?} {mode}: {failure}");
+        }
     }
 }
