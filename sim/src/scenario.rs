@@ -26,7 +26,7 @@
 //! "#;
 //! let scenario = Scenario::parse("steady.toml", text)?;
 //! assert_eq!(scenario.expect, Expect::Safe);
-//! assert_eq!(scenario.seeds, 24);
+//! assert_eq!(scenario.seeds, hoplock_sim::scenario::DEFAULT_SEEDS);
 //!
 //! let typo = text.replace("duration_ms", "duration");
 //! let err = Scenario::parse("steady.toml", &typo).unwrap_err();
