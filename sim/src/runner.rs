@@ -784,7 +784,10 @@ fn checker_context(world: &World) -> Context {
             rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
             drift_bound: spec.drift_bound,
             ttl_us: spec.ttl_ms * 1000,
-            attempt_us: (read_gap + 2.0 * timeout) as u64,
+            // A read, a write, and the read-back that settles a write whose
+            // reply was lost (I7), each up to the request timeout.
+            attempt_us: (read_gap + 3.0 * timeout) as u64,
+            request_timeout_us: timeout as u64,
         });
     }
     // The elector's default assumed TTL for a record that states none.

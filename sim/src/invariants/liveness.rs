@@ -7,8 +7,11 @@
 //! a leader may last longer than the window's bound:
 //!
 //! the longest TTL of any node (the last holder may be any of them) times
-//! (1+ρ), plus the slowest contender's lock-delay + k·(read gap +
-//! 2·timeout), plus a few ticks. The read gap is the longest a contender
+//! (1+ρ), plus the longest request timeout (the last holder's final
+//! renewal, sent before it stopped, may land that much later and is waited
+//! out from then), plus the slowest contender's lock-delay + k·(read gap +
+//! 3·timeout: a read, a write, and the read-back of a write whose reply was
+//! lost), plus a few ticks. The read gap is the longest a contender
 //! goes between reads: its poll interval, or, for followers of renewals
 //! (the default schedule), the longest renew interval a holder advertises.
 //!
@@ -207,6 +210,33 @@ mod tests {
         check(&late, &context(contention), &mut found);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].property, Property::Liveness);
+    }
+
+    #[test]
+    fn a_renewal_that_lands_after_its_holder_crashed_is_allowed_for() {
+        // The crashed holder's last renewal may land up to a request timeout
+        // (1 s here) after the crash, and contenders wait the TTL out from
+        // when they see it: a takeover 6 + 1 + 2.4 s after the crash is in
+        // time, one a tick past every allowance is not.
+        let contention = vec![(0, all()), (5_000_000, vec!["b".into(), "c".into()])];
+        let mut slow = context(contention);
+        for facts in &mut slow.facts {
+            facts.request_timeout_us = 1_000_000;
+        }
+        let bound = slow.takeover_bound_us(&["b".into(), "c".into()]);
+        assert_eq!(bound, 6_006_000 + 1_000_000 + 2_400_000);
+        let history = |taken_us: u64| {
+            [
+                at(0, "a", Event::Acquired { generation: 1 }),
+                at(5_000, "a", Event::Crashed),
+                Entry { at_us: taken_us, ..at(0, "b", Event::Acquired { generation: 2 }) },
+            ]
+        };
+        let mut found = Vec::new();
+        check(&history(5_000_000 + bound), &slow, &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        check(&history(5_000_000 + bound + 10_000), &slow, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 
     #[test]

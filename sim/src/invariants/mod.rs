@@ -205,10 +205,13 @@ impl Context {
     /// The longest a window with these contenders may go without a leader.
     /// A contender waits out the *holder's* TTL, and the last holder may be
     /// any node, so: the longest TTL of any node, stretched by the fastest
-    /// contender clock's ρ, plus the slowest contender's lock-delay and k
-    /// attempts, plus five ticks of timer rounding.
+    /// contender clock's ρ, plus the longest request timeout of any node (the
+    /// last holder's final renewal may land that long after it stopped),
+    /// plus the slowest contender's lock-delay and k attempts, plus five
+    /// ticks of timer rounding.
     pub fn takeover_bound_us(&self, contenders: &[String]) -> u64 {
         let ttl_us = self.facts.iter().map(|facts| facts.ttl_us).max().unwrap_or(0).max(self.foreign_ttl_us);
+        let in_flight_us = self.facts.iter().map(|facts| facts.request_timeout_us).max().unwrap_or(0);
         let contending: Vec<&NodeFacts> = contenders.iter().filter_map(|name| self.node(name)).collect();
         let rho = contending.iter().map(|facts| facts.drift_bound).fold(0.0, f64::max);
         let acting = contending
@@ -216,7 +219,10 @@ impl Context {
             .map(|facts| facts.lock_delay_us.saturating_add(facts.attempt_us.saturating_mul(u64::from(self.attempts))))
             .max()
             .unwrap_or(0);
-        ((ttl_us as f64 * (1.0 + rho)).round() as u64).saturating_add(acting).saturating_add(5 * self.tick_us)
+        ((ttl_us as f64 * (1.0 + rho)).round() as u64)
+            .saturating_add(in_flight_us)
+            .saturating_add(acting)
+            .saturating_add(5 * self.tick_us)
     }
 }
 
@@ -234,9 +240,14 @@ pub struct NodeFacts {
     /// Its elector's TTL, in µs: what contenders wait out after its terms.
     pub ttl_us: u64,
     /// One read-and-write attempt: the longest gap between its reads (a
-    /// poll, or the longest advertised renew interval) + 2 × request
-    /// timeout, in µs.
+    /// poll, or the longest advertised renew interval) + 3 × request
+    /// timeout (a read, a write, and the read-back of a write whose reply
+    /// was lost), in µs.
     pub attempt_us: u64,
+    /// Its elector's request timeout, in µs: a renewal it sent just before
+    /// it stopped may land up to this much later, and contenders wait out
+    /// the TTL from when they see it.
+    pub request_timeout_us: u64,
 }
 
 /// Runs every checker.
