@@ -145,6 +145,24 @@ fn count_winners(check: &'static str, results: &[Result<Version, BackendError>])
     Ok(winners)
 }
 
+/// The one winner among race results, by index, with its version; `races`
+/// names the racing writes for the message when there is not exactly one.
+fn one_winner(
+    check: &'static str,
+    results: &[Result<Version, BackendError>],
+    races: &str,
+) -> Result<(usize, Version), Failure> {
+    let winners = count_winners(check, results)?;
+    if winners != 1 {
+        return Err(fail(check, format!("{winners} of {RACERS} {races} succeeded; exactly one must")));
+    }
+    results
+        .iter()
+        .enumerate()
+        .find_map(|(index, result)| result.as_ref().ok().map(|version| (index, version.clone())))
+        .ok_or_else(|| fail(check, "no winner found"))
+}
+
 /// Writers racing to create the record: exactly one wins, and the stored
 /// record is the winner's.
 pub async fn create_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), Failure> {
@@ -153,14 +171,7 @@ pub async fn create_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), F
     let records: Vec<LeaseRecord> = (0..RACERS).map(|i| sample_record(1, &format!("create-{i}"))).collect();
     let futures = records.iter().map(|r| Box::pin(backend.write(None, r)) as Pin<Box<dyn Future<Output = _> + Send>>);
     let results = join_all(futures.collect()).await;
-    let winners = count_winners(CHECK, &results)?;
-    if winners != 1 {
-        return Err(fail(CHECK, format!("{winners} of {RACERS} racing creates succeeded; exactly one must")));
-    }
-    let Some((index, version)) = results.iter().enumerate().find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
-    else {
-        return Err(fail(CHECK, "no winner found"));
-    };
+    let (index, version) = one_winner(CHECK, &results, "racing creates")?;
     let stored = backend.read().await.map_err(|err| fail(CHECK, format!("read after the race failed: {err}")))?;
     if stored.record != records[index] || stored.version != version {
         return Err(fail(CHECK, "the stored record or version is not the winner's"));
@@ -180,13 +191,7 @@ pub async fn update_race_has_one_winner<B: Backend>(backend: &B) -> Result<(), F
     let futures =
         records.iter().map(|r| Box::pin(backend.write(Some(&base), r)) as Pin<Box<dyn Future<Output = _> + Send>>);
     let results = join_all(futures.collect()).await;
-    let winners = count_winners(CHECK, &results)?;
-    if winners != 1 {
-        return Err(fail(
-            CHECK,
-            format!("{winners} of {RACERS} racing updates of one version succeeded; exactly one must"),
-        ));
-    }
+    one_winner(CHECK, &results, "racing updates of one version")?;
     cleanup(backend, CHECK).await
 }
 
@@ -388,17 +393,7 @@ pub async fn object_race_leaves_one_whole_body<O: ObjectBackend>(store: &O) -> R
         Box::pin(store.write_object(Some(&base), bytes.clone())) as Pin<Box<dyn Future<Output = _> + Send>>
     });
     let results = join_all(futures.collect()).await;
-    let winners = count_winners(CHECK, &results)?;
-    if winners != 1 {
-        return Err(fail(
-            CHECK,
-            format!("{winners} of {RACERS} racing writes of one version succeeded; exactly one must"),
-        ));
-    }
-    let Some((index, version)) = results.iter().enumerate().find_map(|(i, r)| r.as_ref().ok().map(|v| (i, v.clone())))
-    else {
-        return Err(fail(CHECK, "no winner found"));
-    };
+    let (index, version) = one_winner(CHECK, &results, "racing writes of one version")?;
     let read = store.read_object().await.map_err(|e| fail(CHECK, format!("read after the race failed: {e}")))?;
     if read.bytes != bodies[index] || read.version != version {
         return Err(fail(CHECK, "the object read after the race is not the winner's body at the winner's version"));

@@ -132,23 +132,7 @@ fn render(scenarios: &[Named], ours: &[Outcome], theirs: &[Outcome], against: Ag
             if theirs.as_expected() { "yes".into() } else { "no".into() },
         ]);
     }
-    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[String]| {
-        let padded: Vec<String> =
-            cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
-        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
-    };
-    line(&mut out, &header);
-    line(&mut out, &widths.iter().map(|width| "-".repeat(*width)).collect::<Vec<_>>());
-    for row in &rows {
-        line(&mut out, row);
-    }
+    let mut out = table::columns(&header, &rows);
     let _ = writeln!(
         out,
         "\nCost: one lease for a year at the rate measured, S3 Standard us-east-1 list prices \

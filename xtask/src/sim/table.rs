@@ -69,23 +69,7 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
             if cpu > 0.0 { format!("{:.0}", sim / cpu) } else { "-".into() },
         ]);
     }
-    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[String]| {
-        let padded: Vec<String> =
-            cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
-        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
-    };
-    line(&mut out, &header.map(String::from));
-    line(&mut out, &widths.iter().map(|width| "-".repeat(*width)).collect::<Vec<_>>());
-    for row in &rows {
-        line(&mut out, row);
-    }
+    let mut out = columns(&header.map(String::from), &rows);
     let as_expected = outcomes.iter().filter(|outcome| outcome.as_expected()).count();
     let _ = writeln!(
         out,
@@ -105,6 +89,29 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         "liveness windows judged {judged}, skipped {skipped} (shorter than their bound, or nobody could contend); \
          overlapping pairs outside the drift bound {unchecked}"
     );
+    out
+}
+
+/// Lays `rows` out under `header` in columns padded to their widest cell,
+/// with a rule of dashes under the header.
+pub fn columns<R: AsRef<[String]>>(header: &[String], rows: &[R]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|title| title.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row.as_ref()) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let padded: Vec<String> =
+            cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}", width = *width)).collect();
+        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
+    };
+    line(&mut out, header);
+    line(&mut out, &widths.iter().map(|width| "-".repeat(*width)).collect::<Vec<_>>());
+    for row in rows {
+        line(&mut out, row.as_ref());
+    }
     out
 }
 
