@@ -10,8 +10,7 @@
 //!
 //! Under it sits [`ObjectBackend`]: the same three operations on one object
 //! read and written whole as bytes, for stores that hold something other
-//! than a lease record (keyed ownership keeps its membership list in one
-//! such object). Every object store is a lease [`Backend`] too, storing the
+//! than a lease record (a membership list, for instance). Every object store is a lease [`Backend`] too, storing the
 //! record's JSON: the built-in backends implement only the object seam.
 
 use std::fmt;
@@ -159,7 +158,9 @@ pub struct StoredObject {
 /// [`BackendError::NoLease`], a failed condition [`BackendError::LeaseHeld`].
 /// The store may derive versions from the bytes (an S3 ETag is the body's
 /// MD5), so a caller that needs every write to change the version puts a
-/// fresh nonce in the bytes, as lease records do.
+/// fresh nonce in the bytes, as lease records do. The S3 backend reads
+/// objects of at most [`crate::s3::transport::MAX_RESPONSE_BYTES`] (1 MiB)
+/// and refuses to write larger ones.
 ///
 /// `hoplock::testing::conformance::run_objects` (feature `testing`) is the
 /// conformance suite for implementations.

@@ -776,7 +776,7 @@ fn checker_context(world: &World) -> Context {
         // After a release: one read gap, a round trip, and a read and a
         // write that may each take up to the timeout for every attempt the
         // store's failure rate calls for beyond the first.
-        let retries = f64::from(attempts.saturating_sub(1)) * (read_gap + 2.0 * timeout);
+        let retries = f64::from(attempts.saturating_sub(1)) * (read_gap + 3.0 * timeout);
         handover_bound_us = handover_bound_us.max((read_gap + latency + timeout + retries).min(u64::MAX as f64) as u64);
         facts.push(invariants::NodeFacts {
             name: node.name.clone(),
@@ -787,7 +787,6 @@ fn checker_context(world: &World) -> Context {
             // A read, a write, and the read-back that settles a write whose
             // reply was lost (I7), each up to the request timeout.
             attempt_us: (read_gap + 3.0 * timeout) as u64,
-            request_timeout_us: timeout as u64,
         });
     }
     // The elector's default assumed TTL for a record that states none.
@@ -803,9 +802,19 @@ fn checker_context(world: &World) -> Context {
         })
         .max()
         .unwrap_or(0);
+    // A renewal sent just before its holder stopped commits when the store
+    // gets to it: at most the store's longest latency and a one-way trip
+    // later, whatever the sender's own timeout.
+    let in_flight_us = world
+        .s3
+        .faults
+        .longest_latency()
+        .saturating_add(Duration::from_millis(world.network.latency_max_ms + world.tick_ms))
+        .as_micros() as u64;
     Context {
         nodes: world.node_names(),
         handover_bound_us,
+        in_flight_us,
         foreign_ttl_us,
         contention: vec![(0, world.node_names())],
         attempts,

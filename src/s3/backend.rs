@@ -21,7 +21,7 @@ use tracing::warn;
 use super::config::{Addressing, EtagStyle, S3Config};
 use super::credentials::refresh::CredentialCache;
 use super::sigv4::encode_key;
-use super::transport::{HttpTransport, ReqwestTransport, TransportError, TransportErrorKind};
+use super::transport::{HttpTransport, MAX_RESPONSE_BYTES, ReqwestTransport, TransportError, TransportErrorKind};
 use super::xml::{S3Error, parse_http_date};
 use crate::backend::{BackendError, ObjectBackend, StoredObject, Version};
 use crate::clock::{Clock, SystemClock};
@@ -591,8 +591,9 @@ impl Target {
     }
 }
 
-/// Objects are labelled `application/json`: what hoplock keeps in S3, lease
-/// records and the keyed membership list, is JSON.
+/// Objects are labelled `application/json`, which lease records are; the
+/// label does not change what S3 stores. Objects larger than the backend
+/// reads back ([`MAX_RESPONSE_BYTES`]) are refused before they are sent.
 impl ObjectBackend for S3Backend {
     async fn read_object(&self) -> Result<StoredObject, BackendError> {
         let deadline = self.clock.now() + self.target.operation_deadline;
@@ -637,6 +638,12 @@ impl ObjectBackend for S3Backend {
     }
 
     async fn write_object(&self, expected: Option<&Version>, bytes: Vec<u8>) -> Result<Version, BackendError> {
+        if bytes.len() > MAX_RESPONSE_BYTES {
+            return Err(BackendError::Config(format!(
+                "an object of {} bytes is larger than the {MAX_RESPONSE_BYTES} bytes this backend reads back",
+                bytes.len()
+            )));
+        }
         let condition = match expected {
             None => ("if-none-match", "*".to_string()),
             Some(version) => ("if-match", self.if_match(version)),
@@ -816,6 +823,15 @@ mod tests {
             Ok(Response::builder().status(200).header("etag", "\"e\"").body(Bytes::from("<html/>")).unwrap())
         });
         assert!(matches!(backend(&stub).read().await, Err(BackendError::Corrupt { .. })));
+    }
+
+    #[tokio::test]
+    async fn an_object_too_large_to_read_back_is_refused_before_it_is_sent() {
+        let stub = StubTransport::new(|_| reply(200, ""));
+        let store = backend(&stub);
+        let err = store.write_object(None, vec![0; MAX_RESPONSE_BYTES + 1]).await.unwrap_err();
+        assert!(matches!(&err, BackendError::Config(message) if message.contains("larger than")), "{err}");
+        assert!(stub.requests().is_empty());
     }
 
     #[tokio::test]

@@ -70,8 +70,9 @@ pub fn sample_record(generation: u64, tag: &str) -> LeaseRecord {
     }
 }
 
-/// Runs every check in turn. `plant` stores raw bytes under the key without
-/// conditions; it is used to put a corrupt record in place.
+/// Runs every check in turn. `plant` stores raw bytes under the empty key
+/// (with or without a condition); it is used to put a corrupt record in
+/// place.
 pub async fn run_all<B, P, F>(backend: &B, plant: P) -> Result<(), Failure>
 where
     B: Backend,
@@ -310,7 +311,7 @@ where
 }
 
 /// How large the bodies of [`object_bodies_come_back_whole`] are: more
-/// than a membership object of a hundred members needs.
+/// than a list of a hundred members with a few hundred bytes each.
 pub const LARGE_OBJECT_BYTES: usize = 256 * 1024;
 
 /// Runs the object suite: the whole lease suite over `store` (which holds
@@ -335,8 +336,8 @@ pub async fn run_objects<O: ObjectBackend>(store: &O) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Bytes of `len` covering every byte value, NUL and invalid UTF-8
-/// included, different for every `tag`.
+/// Bytes of `len`, different for every `tag`; from 256 bytes on they
+/// cover every byte value, NUL and invalid UTF-8 included.
 fn body(len: usize, tag: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(tag)).collect()
 }
@@ -399,4 +400,66 @@ pub async fn object_race_leaves_one_whole_body<O: ObjectBackend>(store: &O) -> R
         return Err(fail(CHECK, "the object read after the race is not the winner's body at the winner's version"));
     }
     delete_object_at(store, CHECK, &version).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::StoredObject;
+    use crate::backend::memory::MemoryBackend;
+
+    /// Keeps only the first kilobyte of what it stores, as a store with a
+    /// body limit it does not report would.
+    struct Truncating(MemoryBackend);
+
+    impl ObjectBackend for Truncating {
+        async fn read_object(&self) -> Result<StoredObject, BackendError> {
+            self.0.read_object().await
+        }
+
+        async fn write_object(&self, expected: Option<&Version>, mut bytes: Vec<u8>) -> Result<Version, BackendError> {
+            bytes.truncate(1024);
+            self.0.write_object(expected, bytes).await
+        }
+
+        async fn delete_object(&self, expected: &Version) -> Result<(), BackendError> {
+            self.0.delete_object(expected).await
+        }
+    }
+
+    /// Applies every write that names a version, current or not, as a
+    /// provider that ignores `If-Match` does.
+    struct IgnoresIfMatch(MemoryBackend);
+
+    impl ObjectBackend for IgnoresIfMatch {
+        async fn read_object(&self) -> Result<StoredObject, BackendError> {
+            self.0.read_object().await
+        }
+
+        async fn write_object(&self, expected: Option<&Version>, bytes: Vec<u8>) -> Result<Version, BackendError> {
+            match (expected, self.0.read_object().await) {
+                (Some(_), Ok(current)) => self.0.write_object(Some(&current.version), bytes).await,
+                _ => self.0.write_object(expected, bytes).await,
+            }
+        }
+
+        async fn delete_object(&self, expected: &Version) -> Result<(), BackendError> {
+            self.0.delete_object(expected).await
+        }
+    }
+
+    #[tokio::test]
+    async fn the_byte_checks_catch_what_they_are_for() {
+        // Small lease records fit in a kilobyte: only the byte check sees it.
+        let truncating = Truncating(MemoryBackend::new());
+        let failure = object_bodies_come_back_whole(&truncating).await.unwrap_err();
+        assert_eq!(failure.check, "object_bodies_come_back_whole", "{failure}");
+        let failure = run_objects(&Truncating(MemoryBackend::new())).await.unwrap_err();
+        assert_eq!(failure.check, "object_bodies_come_back_whole", "{failure}");
+
+        let ignoring = IgnoresIfMatch(MemoryBackend::new());
+        let failure = object_race_leaves_one_whole_body(&ignoring).await.unwrap_err();
+        assert_eq!(failure.check, "object_race_leaves_one_whole_body", "{failure}");
+        assert!(failure.detail.starts_with("8 of 8"), "{failure}");
+    }
 }

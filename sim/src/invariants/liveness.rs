@@ -7,7 +7,8 @@
 //! a leader may last longer than the window's bound:
 //!
 //! the longest TTL of any node (the last holder may be any of them) times
-//! (1+ρ), plus the longest request timeout (the last holder's final
+//! (1+ρ), plus how long a write may still commit after its sender stopped
+//! (the store's longest latency and a one-way trip: the last holder's final
 //! renewal, sent before it stopped, may land that much later and is waited
 //! out from then), plus the slowest contender's lock-delay + k·(read gap +
 //! 3·timeout: a read, a write, and the read-back of a write whose reply was
@@ -214,15 +215,13 @@ mod tests {
 
     #[test]
     fn a_renewal_that_lands_after_its_holder_crashed_is_allowed_for() {
-        // The crashed holder's last renewal may land up to a request timeout
-        // (1 s here) after the crash, and contenders wait the TTL out from
-        // when they see it: a takeover 6 + 1 + 2.4 s after the crash is in
-        // time, one a tick past every allowance is not.
+        // On a store that may take 1 s to commit, the crashed holder's last
+        // renewal may land that long after the crash, and contenders wait
+        // the TTL out from when they see it: a takeover 6 + 1 + 2.4 s after
+        // the crash is in time, one a tick past every allowance is not.
         let contention = vec![(0, all()), (5_000_000, vec!["b".into(), "c".into()])];
         let mut slow = context(contention);
-        for facts in &mut slow.facts {
-            facts.request_timeout_us = 1_000_000;
-        }
+        slow.in_flight_us = 1_000_000;
         let bound = slow.takeover_bound_us(&["b".into(), "c".into()]);
         assert_eq!(bound, 6_006_000 + 1_000_000 + 2_400_000);
         let history = |taken_us: u64| {

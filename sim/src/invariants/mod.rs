@@ -185,6 +185,10 @@ pub struct Context {
     /// The longest TTL a record written by someone else makes contenders
     /// wait (a record without one is waited out for the assumed TTL), µs.
     pub foreign_ttl_us: u64,
+    /// How long after its sender stopped a write may still commit, in µs:
+    /// the store's longest latency and a one-way trip. Contenders wait out
+    /// the TTL from when they see the last holder's final renewal.
+    pub in_flight_us: u64,
     /// When the run ended, in µs.
     pub end_us: u64,
     /// Per-node settings the checkers need.
@@ -205,13 +209,12 @@ impl Context {
     /// The longest a window with these contenders may go without a leader.
     /// A contender waits out the *holder's* TTL, and the last holder may be
     /// any node, so: the longest TTL of any node, stretched by the fastest
-    /// contender clock's ρ, plus the longest request timeout of any node (the
-    /// last holder's final renewal may land that long after it stopped),
+    /// contender clock's ρ, plus how long a write may still commit after its
+    /// sender stopped (the last holder's final renewal may land that late),
     /// plus the slowest contender's lock-delay and k attempts, plus five
     /// ticks of timer rounding.
     pub fn takeover_bound_us(&self, contenders: &[String]) -> u64 {
         let ttl_us = self.facts.iter().map(|facts| facts.ttl_us).max().unwrap_or(0).max(self.foreign_ttl_us);
-        let in_flight_us = self.facts.iter().map(|facts| facts.request_timeout_us).max().unwrap_or(0);
         let contending: Vec<&NodeFacts> = contenders.iter().filter_map(|name| self.node(name)).collect();
         let rho = contending.iter().map(|facts| facts.drift_bound).fold(0.0, f64::max);
         let acting = contending
@@ -220,7 +223,7 @@ impl Context {
             .max()
             .unwrap_or(0);
         ((ttl_us as f64 * (1.0 + rho)).round() as u64)
-            .saturating_add(in_flight_us)
+            .saturating_add(self.in_flight_us)
             .saturating_add(acting)
             .saturating_add(5 * self.tick_us)
     }
@@ -244,10 +247,6 @@ pub struct NodeFacts {
     /// timeout (a read, a write, and the read-back of a write whose reply
     /// was lost), in µs.
     pub attempt_us: u64,
-    /// Its elector's request timeout, in µs: a renewal it sent just before
-    /// it stopped may land up to this much later, and contenders wait out
-    /// the TTL from when they see it.
-    pub request_timeout_us: u64,
 }
 
 /// Runs every checker.

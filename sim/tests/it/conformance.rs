@@ -1,5 +1,5 @@
 //! The fake S3 passes the library's backend conformance suites (the lease
-//! suite, and the object suite the membership object relies on) over the
+//! suite, and the object suite for stores of any bytes) over the
 //! simulated network, with the production S3 backend on the client side.
 
 use std::sync::Arc;
