@@ -412,6 +412,18 @@ impl Core {
         }
     }
 
+    /// The renew interval written into records, in whole milliseconds
+    /// rounded down (followers then read a little early, never late), at
+    /// least 1. The reference policy writes none, as the Go hoplock does, so
+    /// its followers poll.
+    fn advertised_renew_ms(&self) -> Option<u64> {
+        match self.policy {
+            Policy::Safe => Some(u64::try_from(self.timing.renew_interval.as_millis()).unwrap_or(u64::MAX).max(1)),
+            #[cfg(any(test, feature = "testing"))]
+            Policy::WallClockExpiry => None,
+        }
+    }
+
     /// The record for a new term or a renewal at `generation`.
     ///
     /// Building it changes nothing: the write may never land. The shell
@@ -426,20 +438,6 @@ impl Core {
             renew_ms: self.advertised_renew_ms(),
             incarnation: self.incarnation.clone(),
             released,
-        }
-    }
-}
-
-impl Core {
-    /// The renew interval written into records, in whole milliseconds
-    /// rounded down (followers then read a little early, never late), at
-    /// least 1. The reference policy writes none, as the Go hoplock does, so
-    /// its followers poll.
-    fn advertised_renew_ms(&self) -> Option<u64> {
-        match self.policy {
-            Policy::Safe => Some(u64::try_from(self.timing.renew_interval.as_millis()).unwrap_or(u64::MAX).max(1)),
-            #[cfg(any(test, feature = "testing"))]
-            Policy::WallClockExpiry => None,
         }
     }
 }

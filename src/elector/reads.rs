@@ -32,10 +32,10 @@
 //! takeover comes. Re-reads around a renewal come a step apart, so for a
 //! moment a follower reads more often than it would poll (R/10 is TTL/30
 //! with the defaults, the poll TTL/15); every read waits at least half a
-//! step after the previous one's answer. A record that states no renew interval (the Go tools'),
-//! a released or missing record, a holder renewing at least as often as
-//! the follower polls, and [`Reads::Poll`] fall back to reading every poll
-//! interval.
+//! step after the previous one's answer. A record that states no renew
+//! interval (the Go tools'), a released or missing record, a holder renewing
+//! at least as often as the follower polls, and [`Reads::Poll`] fall back to
+//! reading every poll interval.
 
 use std::time::Duration;
 
@@ -162,21 +162,19 @@ impl ReadSchedule {
         .max(renew / 1000)
         .min(step / 2);
         let search = renew / 8;
+        let window = self.window(step);
         if self.version.as_ref() == Some(version) {
             // A miss: the renewal has not landed yet.
             self.misses = self.misses.saturating_add(1);
-            let in_window = self.misses <= self.window(step);
-            return if in_window {
-                sent_at + step
-            } else {
-                let late = self.misses - self.window(step);
-                sent_at + step.saturating_mul(1 << late.min(4)).min(renew / 2)
+            return match self.misses.checked_sub(window) {
+                // Still within the window the lead allows for.
+                None | Some(0) => sent_at + step,
+                Some(late) => sent_at + step.saturating_mul(1 << late.min(4)).min(renew / 2),
             };
         }
         // A new version.
-        let first = self.version.is_none();
         let misses = self.misses;
-        if first || misses > self.window(step) {
+        if self.version.is_none() || misses > window {
             // No phase known, or the renewal came later than one step after
             // it was due (retries, a new holder): search again.
             self.locked = false;
