@@ -51,6 +51,8 @@ mod term_guard;
 
 pub use self::api::{Elector, Events};
 pub use self::builder::ElectorBuilder;
+pub(crate) use self::builder::check_term_timing;
+pub(crate) use self::core::drift_shrunk;
 use self::term_guard::TermGuard;
 
 use self::core::{Core, Decision, Observation, Resolution, Timing};

@@ -55,6 +55,7 @@ pub mod elector;
 pub mod entropy;
 pub mod fence;
 pub mod hrw;
+pub mod keyed;
 pub mod lease;
 pub mod metrics;
 #[cfg(feature = "planted")]

@@ -217,45 +217,65 @@ impl<B: Backend> ElectorBuilder<B> {
             assumed_ttl: self.assumed_ttl.unwrap_or(ttl.max(DEFAULT_ASSUMED_TTL)),
             reads: self.reads,
         };
-        for (name, value, may_be_zero) in [
-            ("renew interval", timing.renew_interval, false),
-            ("poll interval", timing.poll_interval, false),
-            ("request timeout", timing.request_timeout, false),
-            ("release timeout", timing.release_timeout, false),
-            ("assumed TTL", timing.assumed_ttl, false),
-            ("stop margin", timing.stop_margin, true),
-            ("lock-delay", timing.lock_delay, true),
-        ] {
-            if value.is_zero() && !may_be_zero {
-                return config(format!("the {name} must be more than zero"));
-            }
-            // Bounding every duration also keeps the sums below far from
-            // overflowing.
-            if value > MAX_TTL {
-                return config(format!("the {name} {value:?} is longer than the {MAX_TTL:?} any setting may be"));
-            }
-        }
         let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
-        if timing.stop_margin < resolution {
-            return config(format!(
-                "the stop margin {:?} is shorter than the clock's timer resolution {resolution:?}: timers fire up \
-                 to that late, so the holder could act past its deadline",
-                timing.stop_margin
-            ));
-        }
+        check_term_timing(
+            ttl,
+            &[
+                ("renew interval", timing.renew_interval, false),
+                ("poll interval", timing.poll_interval, false),
+                ("request timeout", timing.request_timeout, false),
+                ("release timeout", timing.release_timeout, false),
+                ("assumed TTL", timing.assumed_ttl, false),
+                ("stop margin", timing.stop_margin, true),
+                ("lock-delay", timing.lock_delay, true),
+            ],
+            timing.drift_bound_ppb,
+            (timing.renew_interval, timing.request_timeout, timing.stop_margin),
+            resolution,
+        )
+        .map_err(ElectorError::Config)?;
         if timing.poll_interval > ttl {
             return config(format!("the poll interval {:?} is longer than the TTL {ttl:?}", timing.poll_interval));
         }
-        let safe = self::core::drift_shrunk(ttl, timing.drift_bound_ppb);
-        let needed = timing.renew_interval + timing.request_timeout + timing.stop_margin;
-        if needed >= safe {
-            return config(format!(
-                "renew interval {:?} + request timeout {:?} + stop margin {:?} = {needed:?} must be less than \
-                 TTL·(1−ρ)/(1+ρ) = {safe:?}, or the lease runs out before a renewal can succeed; \
-                 lengthen the TTL or shorten the others",
-                timing.renew_interval, timing.request_timeout, timing.stop_margin
-            ));
-        }
         Ok(timing)
     }
+}
+
+/// The timing rules a term holder obeys, shared by the elector and keyed
+/// members: every duration present and at most [`MAX_TTL`], a stop margin
+/// no shorter than the clock's timer resolution, and renew interval +
+/// request timeout + stop margin less than TTL·(1−ρ)/(1+ρ).
+pub(crate) fn check_term_timing(
+    ttl: Duration,
+    durations: &[(&str, Duration, bool)],
+    drift_bound_ppb: u32,
+    (renew_interval, request_timeout, stop_margin): (Duration, Duration, Duration),
+    resolution: Duration,
+) -> Result<(), String> {
+    for &(name, value, may_be_zero) in durations {
+        if value.is_zero() && !may_be_zero {
+            return Err(format!("the {name} must be more than zero"));
+        }
+        // Bounding every duration also keeps the sums below far from
+        // overflowing.
+        if value > MAX_TTL {
+            return Err(format!("the {name} {value:?} is longer than the {MAX_TTL:?} any setting may be"));
+        }
+    }
+    if stop_margin < resolution {
+        return Err(format!(
+            "the stop margin {stop_margin:?} is shorter than the clock's timer resolution {resolution:?}: timers fire \
+             up to that late, so the holder could act past its deadline"
+        ));
+    }
+    let safe = super::core::drift_shrunk(ttl, drift_bound_ppb);
+    let needed = renew_interval + request_timeout + stop_margin;
+    if needed >= safe {
+        return Err(format!(
+            "renew interval {renew_interval:?} + request timeout {request_timeout:?} + stop margin {stop_margin:?} = \
+             {needed:?} must be less than TTL·(1−ρ)/(1+ρ) = {safe:?}, or the term runs out before a renewal can \
+             succeed; lengthen the TTL or shorten the others"
+        ));
+    }
+    Ok(())
 }

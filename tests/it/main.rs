@@ -1,4 +1,5 @@
 mod election;
 mod hrw;
+mod keyed;
 mod s3;
 mod sigv4;

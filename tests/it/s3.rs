@@ -238,3 +238,12 @@ async fn a_clock_far_off_the_stores_is_reported_with_the_measured_skew() {
     // The skew is measured from the server's Date header: about -1200 s.
     assert!(message.contains("-1200 s") || message.contains("-1199 s") || message.contains("-1201 s"), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_members_share_a_thousand_keys_through_a_leave_and_a_kill() {
+    let Some(mut config) = server() else { return };
+    config.key = unique_key("members");
+    // TTL 3 s: three members share 1,000 keys; one leaves, one is killed;
+    // the members' own logs show one writer per key throughout.
+    crate::keyed::join_leave_and_kill(store(&config), 1_000, Duration::from_secs(3)).await;
+}

@@ -1,0 +1,827 @@
+//! The decisions of one member, free of I/O: what a read of the membership
+//! object means, which keys to stop and start, and what to write next.
+//!
+//! The async shell ([`super::writer`]) does the reading, writing, sleeping
+//! and running of work; everything it decides goes through here, so the
+//! rules below are tested without a store or a runtime.
+//!
+//! The rules, in the order they protect a key:
+//!
+//! - A member acts for a key only while its term holds, it owns the key in
+//!   the newest view it has read, and, for a key it was not already running,
+//!   that view is active (every entry adopted the last join).
+//! - It stops a key as soon as it reads a view in which it does not own it,
+//!   and never runs it under an older view again: the newest view only goes
+//!   up, so a stale read changes nothing.
+//! - Its term is a lease term: it ends [`Timing::hold_for`] after the send of
+//!   its last successful write, on its own monotonic clock.
+//! - It evicts another entry only after seeing that entry's nonce unchanged
+//!   for the entry's TTL, timed from the arrival of the response that first
+//!   showed it.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::Version;
+use crate::clock::Instant;
+use crate::elector::drift_shrunk;
+use crate::hrw::{Member, MemberSet, Round};
+use crate::keyed::record::{Change, ChangeKind, Entry, Hash, MAX_MEMBERS, MembershipRecord};
+
+/// A member's timing, validated by the builder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Timing {
+    pub ttl: Duration,
+    pub renew_interval: Duration,
+    pub read_interval: Duration,
+    pub request_timeout: Duration,
+    pub leave_timeout: Duration,
+    pub drift_bound_ppb: u32,
+    pub stop_margin: Duration,
+    pub lock_delay: Duration,
+}
+
+impl Timing {
+    /// How long the member may act after sending its last successful write:
+    /// TTL·(1−ρ)/(1+ρ) − margin, the lease rule (I3) applied to its entry.
+    pub fn hold_for(&self) -> Duration {
+        drift_shrunk(self.ttl, self.drift_bound_ppb).saturating_sub(self.stop_margin)
+    }
+}
+
+/// Who this member is, as configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub id: String,
+    pub addr: String,
+    pub capacity: NonZeroU32,
+    pub hash: Hash,
+    /// The view a new membership object starts at.
+    pub view_floor: u64,
+}
+
+/// Where this incarnation is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting to add an entry (or for its predecessor's to go).
+    Joining,
+    /// Its entry was in the object from view `joined` on.
+    Member { joined: u64 },
+    /// Removing its entry; it acts for nothing any more.
+    Leaving,
+    /// Its entry is gone, or it gave up: it never acts again.
+    Finished,
+}
+
+/// A view as read, with its member set prepared once.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    pub record: MembershipRecord,
+    pub set: MemberSet,
+}
+
+/// What a read told the shell.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Observed {
+    /// Nothing that ends this incarnation.
+    Current,
+    /// This incarnation's entry is gone: it must stop everything and start
+    /// over as a new incarnation.
+    Removed,
+    /// The object is missing after a view was seen: fail closed.
+    Vanished,
+}
+
+/// A write the shell should send.
+#[derive(Clone, Debug)]
+pub(crate) struct Planned {
+    pub kind: WriteKind,
+    pub expected: Option<Version>,
+    pub record: MembershipRecord,
+    /// This member's nonce in `record`, when the record holds its entry.
+    pub nonce: Option<String>,
+}
+
+/// Why a write is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    /// Creates the object with this member as the only entry.
+    Create,
+    /// Adds this member's entry.
+    Join,
+    /// Refreshes this member's nonce and adopts the view.
+    Renew,
+    /// Removes an entry that stopped renewing.
+    Evict,
+    /// Removes this member's entry.
+    Leave,
+}
+
+/// Why no write can be planned at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The object already holds [`MAX_MEMBERS`] entries.
+    Full,
+    /// The object's weight function is not the one this member is configured
+    /// with.
+    HashMismatch { stored: Hash },
+}
+
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub timing: Timing,
+    pub me: Identity,
+    pub incarnation: String,
+    pub phase: Phase,
+    /// The newest view read or written.
+    newest: Option<Arc<Seen>>,
+    /// The version of the newest view's latest known state, to write against.
+    version: Option<Version>,
+    /// The highest view any incarnation of this process has seen.
+    highest_view: u64,
+    /// When this incarnation last sent a write that landed with its entry.
+    last_sent: Option<Instant>,
+    /// Others' entries by (id, incarnation): the nonce last seen and when
+    /// the response that first showed it arrived.
+    watched: BTreeMap<(String, String), (String, Instant)>,
+    /// No key new to this member starts before this instant (lock-delay
+    /// after an eviction, and the wait after creating the object).
+    hold_new_until: Instant,
+    /// The keys this incarnation is running, with their rounds.
+    running: BTreeMap<String, Round>,
+    /// The keys it owns in the newest view, in key order.
+    owned: Vec<String>,
+    keys: Arc<[String]>,
+    /// Whether a read has found the object missing.
+    read_missing: bool,
+    /// The members of the newest active view read.
+    active_members: Option<Vec<Member>>,
+}
+
+impl Core {
+    pub fn new(timing: Timing, me: Identity, incarnation: String, keys: Arc<[String]>) -> Core {
+        Core {
+            timing,
+            me,
+            incarnation,
+            phase: Phase::Joining,
+            newest: None,
+            version: None,
+            highest_view: 0,
+            last_sent: None,
+            watched: BTreeMap::new(),
+            hold_new_until: Instant::ZERO,
+            running: BTreeMap::new(),
+            owned: Vec::new(),
+            keys,
+            read_missing: false,
+            active_members: None,
+        }
+    }
+
+    /// Starts over as a new incarnation: nothing of the old one's standing
+    /// survives except the highest view seen.
+    pub fn reincarnate(&mut self, incarnation: String) {
+        debug_assert!(self.running.is_empty(), "every key stops before an incarnation ends");
+        self.incarnation = incarnation;
+        self.phase = Phase::Joining;
+        self.last_sent = None;
+        self.watched.clear();
+        self.running.clear();
+    }
+
+    pub fn newest(&self) -> Option<&Arc<Seen>> {
+        self.newest.as_ref()
+    }
+
+    /// The members of the newest active view read.
+    pub fn active_members(&self) -> Option<&[Member]> {
+        self.active_members.as_deref()
+    }
+
+    pub fn running(&self) -> &BTreeMap<String, Round> {
+        &self.running
+    }
+
+    /// When this incarnation's term ends, if it has one.
+    pub fn term_end(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Member { .. } => self.last_sent.map(|sent| sent + self.timing.hold_for()),
+            _ => None,
+        }
+    }
+
+    pub fn term_holds(&self, now: Instant) -> bool {
+        self.term_end().is_some_and(|end| now < end)
+    }
+
+    /// Takes in a read: `None` when the object is missing.
+    pub fn observe(&mut self, read: Option<(MembershipRecord, Version)>, arrived: Instant) -> Observed {
+        let Some((record, version)) = read else {
+            self.version = None;
+            self.saw_missing();
+            return if self.highest_view > 0 { Observed::Vanished } else { Observed::Current };
+        };
+        let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
+        if record.view < newest_view {
+            // A stale read: it may only make this member act later, so it is
+            // not used at all.
+            return Observed::Current;
+        }
+        self.highest_view = self.highest_view.max(record.view);
+        self.watch(&record, arrived);
+        self.hold_after_eviction(newest_view, &record, arrived);
+        let removed = match self.phase {
+            Phase::Member { joined } => {
+                record.view >= joined && record.entry(&self.me.id).is_none_or(|e| e.incarnation != self.incarnation)
+            }
+            _ => false,
+        };
+        self.adopt_seen(record, version);
+        if removed {
+            self.phase = Phase::Finished;
+            return Observed::Removed;
+        }
+        Observed::Current
+    }
+
+    /// Keys may come from an evicted member, whose unfenced requests may
+    /// still be in flight: new keys wait the lock-delay (I5). A view that
+    /// skipped some could hide an eviction, so it is held back too.
+    fn hold_after_eviction(&mut self, newest_view: u64, record: &MembershipRecord, arrived: Instant) {
+        let jumped = newest_view > 0 && record.view > newest_view + 1;
+        if record.view > newest_view && (record.change.kind == ChangeKind::Evict || jumped) {
+            self.hold_new_until = self.hold_new_until.max(arrived + self.timing.lock_delay);
+        }
+    }
+
+    fn adopt_seen(&mut self, record: MembershipRecord, version: Version) {
+        let changed = self.newest.as_ref().is_none_or(|seen| seen.record.view != record.view);
+        let set = if changed {
+            record.member_set()
+        } else {
+            self.newest.as_ref().map(|s| s.set.clone()).unwrap_or_else(|| record.member_set())
+        };
+        if changed {
+            self.owned = self.keys.iter().filter(|k| set.is_owner(k.as_str(), &self.me.id)).cloned().collect();
+        }
+        if record.is_active() {
+            self.active_members = Some(set.members().to_vec());
+        }
+        self.newest = Some(Arc::new(Seen { record, set }));
+        self.version = Some(version);
+    }
+
+    fn watch(&mut self, record: &MembershipRecord, arrived: Instant) {
+        let mut watched = BTreeMap::new();
+        for entry in &record.entries {
+            if entry.is(&self.me.id, &self.incarnation) {
+                continue;
+            }
+            let key = (entry.id.clone(), entry.incarnation.clone());
+            let since = match self.watched.remove(&key) {
+                Some((nonce, since)) if nonce == entry.nonce => since,
+                _ => arrived,
+            };
+            watched.insert(key, (entry.nonce.clone(), since));
+        }
+        self.watched = watched;
+    }
+
+    /// Running keys this member must stop now: all of them when its term
+    /// does not hold or it is no longer a member, else those it does not own
+    /// in the newest view.
+    pub fn to_stop(&self, now: Instant) -> Vec<String> {
+        if !self.term_holds(now) {
+            return self.running.keys().cloned().collect();
+        }
+        let Some(seen) = &self.newest else { return self.running.keys().cloned().collect() };
+        self.running.keys().filter(|k| !seen.set.is_owner(k.as_str(), &self.me.id)).cloned().collect()
+    }
+
+    pub fn stopped(&mut self, key: &str) {
+        self.running.remove(key);
+    }
+
+    /// Keys to start now, with their round: owned in the newest view, not
+    /// running, and only when that view is active.
+    pub fn to_start(&self, now: Instant) -> Vec<(String, Round)> {
+        let Some(seen) = &self.newest else { return Vec::new() };
+        if !self.term_holds(now) || now < self.hold_new_until || !self.may_start_in(&seen.record) {
+            return Vec::new();
+        }
+        let round = self.round_for(seen.record.view);
+        self.owned.iter().filter(|k| !self.running.contains_key(k.as_str())).map(|k| (k.clone(), round)).collect()
+    }
+
+    fn may_start_in(&self, record: &MembershipRecord) -> bool {
+        record.is_active()
+    }
+
+    fn round_for(&self, view: u64) -> Round {
+        crate::lease::Generation(view)
+    }
+
+    pub fn started(&mut self, key: String, round: Round) {
+        self.running.insert(key, round);
+    }
+
+    /// When something becomes due without a read: the next start once a
+    /// lock-delay ends, or an eviction.
+    pub fn hold_new_until(&self) -> Instant {
+        self.hold_new_until
+    }
+
+    /// The earliest instant an entry this member watches may be evicted.
+    pub fn next_eviction(&self) -> Option<Instant> {
+        let seen = self.newest.as_ref()?;
+        seen.record
+            .entries
+            .iter()
+            .filter_map(|e| self.watched.get(&(e.id.clone(), e.incarnation.clone())).map(|(_, since)| *since + e.ttl()))
+            .min()
+    }
+
+    /// When this member's next renewal is due.
+    pub fn renewal_due(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Member { .. } => {
+                Some(self.last_sent.map_or(Instant::ZERO, |sent| sent + self.timing.renew_interval))
+            }
+            _ => None,
+        }
+    }
+
+    /// Marks that a read found no object.
+    fn saw_missing(&mut self) {
+        self.read_missing = true;
+    }
+
+    /// The write to send now, if any. `fresh_nonce` is used for this
+    /// member's entry.
+    pub fn plan(&self, now: Instant, fresh_nonce: String) -> Result<Option<Planned>, Refusal> {
+        let Some(seen) = self.newest.as_ref().filter(|_| self.version.is_some()) else {
+            // No object: only a process that never saw one creates it, and
+            // only after a read said it is missing.
+            if self.phase == Phase::Joining && self.highest_view == 0 && self.read_missing {
+                let view = self.me.view_floor.max(1);
+                let record = MembershipRecord::first(view, self.me.hash, self.own_entry(fresh_nonce.clone(), view));
+                return Ok(Some(Planned { kind: WriteKind::Create, expected: None, record, nonce: Some(fresh_nonce) }));
+            }
+            return Ok(None);
+        };
+        let record = &seen.record;
+        let expected = self.version.clone();
+        let evictable = record.entries.iter().find(|e| {
+            self.watched.get(&(e.id.clone(), e.incarnation.clone())).is_some_and(|(_, since)| now >= *since + e.ttl())
+        });
+        match self.phase {
+            Phase::Finished => Ok(None),
+            Phase::Leaving => {
+                if record.entry(&self.me.id).is_none_or(|e| e.incarnation != self.incarnation) {
+                    return Ok(None);
+                }
+                let change = self.change(ChangeKind::Leave, &self.me.id, &self.incarnation);
+                let next = record.next(change, |entries| entries.retain(|e| !e.is(&self.me.id, &self.incarnation)));
+                Ok(next.map(|record| Planned { kind: WriteKind::Leave, expected, record, nonce: None }))
+            }
+            Phase::Joining => {
+                if record.hash != self.me.hash {
+                    return Err(Refusal::HashMismatch { stored: record.hash });
+                }
+                if record.entry(&self.me.id).is_some() {
+                    // A predecessor's entry under this id must go first, by
+                    // the ordinary eviction once it has been silent for its
+                    // TTL (or by its own leave).
+                    return Ok(evictable
+                        .filter(|e| e.id == self.me.id)
+                        .and_then(|e| self.evict(record, e, expected, None)));
+                }
+                if let Some(entry) = evictable {
+                    return Ok(self.evict(record, entry, expected, None));
+                }
+                if record.entries.len() >= MAX_MEMBERS {
+                    return Err(Refusal::Full);
+                }
+                let entry = self.own_entry(fresh_nonce.clone(), record.view + 1);
+                let change = self.change(ChangeKind::Join, &self.me.id, &self.incarnation);
+                let next = record.next(change, |entries| entries.push(entry));
+                Ok(next.map(|record| Planned { kind: WriteKind::Join, expected, record, nonce: Some(fresh_nonce) }))
+            }
+            Phase::Member { .. } => {
+                if let Some(entry) = evictable {
+                    return Ok(self.evict(record, entry, expected, Some(fresh_nonce)));
+                }
+                let Some(mine) = record.entry(&self.me.id).filter(|e| e.incarnation == self.incarnation) else {
+                    return Ok(None);
+                };
+                let renewal_due = self.renewal_due().is_some_and(|due| now >= due);
+                if !renewal_due && mine.adopted >= record.view {
+                    return Ok(None);
+                }
+                // Adopting the view read: the shell has stopped every key
+                // that moved away in it before asking for this write.
+                let mut next = record.clone();
+                if let Some(own) = next.entries.iter_mut().find(|e| e.is(&self.me.id, &self.incarnation)) {
+                    own.nonce = fresh_nonce.clone();
+                    own.adopted = record.view;
+                }
+                Ok(Some(Planned { kind: WriteKind::Renew, expected, record: next, nonce: Some(fresh_nonce) }))
+            }
+        }
+    }
+
+    /// Starts a graceful leave: from now on this incarnation acts for
+    /// nothing, and its next write removes its entry.
+    pub fn begin_leave(&mut self) {
+        self.phase = match self.phase {
+            Phase::Member { .. } | Phase::Leaving => Phase::Leaving,
+            Phase::Joining | Phase::Finished => Phase::Finished,
+        };
+    }
+
+    /// Gives up for good: this incarnation never acts again.
+    pub fn finish(&mut self) {
+        self.phase = Phase::Finished;
+    }
+
+    /// A planned write landed: it was sent at `sent_at`, and its response,
+    /// carrying the new `version`, arrived at `arrived`.
+    pub fn landed(&mut self, planned: Planned, sent_at: Instant, version: Version, arrived: Instant) {
+        self.confirm(&planned, sent_at, arrived);
+        let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
+        self.hold_after_eviction(newest_view, &planned.record, arrived);
+        self.highest_view = self.highest_view.max(planned.record.view);
+        self.watch(&planned.record, arrived);
+        self.adopt_seen(planned.record, version);
+    }
+
+    /// A planned write's outcome was unknown, and the object has since been
+    /// read again (through [`Core::observe`]): whether the write landed,
+    /// judged by this member's nonce (I7). A write that landed counts from
+    /// its send, as any other.
+    pub fn settle(&mut self, planned: &Planned, sent_at: Instant, arrived: Instant) -> bool {
+        let landed = match (&planned.nonce, self.newest.as_ref()) {
+            (Some(nonce), Some(seen)) => {
+                seen.record.entry(&self.me.id).is_some_and(|e| e.incarnation == self.incarnation && &e.nonce == nonce)
+            }
+            _ => false,
+        };
+        if landed {
+            self.confirm(planned, sent_at, arrived);
+        }
+        landed
+    }
+
+    fn confirm(&mut self, planned: &Planned, sent_at: Instant, arrived: Instant) {
+        match planned.kind {
+            WriteKind::Create | WriteKind::Join => {
+                self.phase = Phase::Member { joined: planned.record.view };
+                self.last_sent = Some(sent_at);
+                if planned.kind == WriteKind::Create {
+                    // A fresh object may replace one that was deleted under
+                    // live members; they stop within a TTL of their last
+                    // write, which was before this one, so waiting a TTL
+                    // from the response covers them (the I4 argument).
+                    self.hold_new_until = self.hold_new_until.max(arrived + self.timing.ttl);
+                }
+            }
+            WriteKind::Renew | WriteKind::Evict => {
+                if planned.nonce.is_some() && matches!(self.phase, Phase::Member { .. }) {
+                    self.last_sent = Some(sent_at);
+                }
+            }
+            WriteKind::Leave => self.phase = Phase::Finished,
+        }
+    }
+
+    fn change(&self, kind: ChangeKind, id: &str, incarnation: &str) -> Change {
+        Change { kind, id: id.to_owned(), incarnation: incarnation.to_owned() }
+    }
+
+    fn evict(
+        &self,
+        record: &MembershipRecord,
+        victim: &Entry,
+        expected: Option<Version>,
+        fresh_nonce: Option<String>,
+    ) -> Option<Planned> {
+        let change = self.change(ChangeKind::Evict, &victim.id, &victim.incarnation);
+        let (id, incarnation, me, mine) = (&victim.id, &victim.incarnation, &self.me.id, &self.incarnation);
+        let next = record.next(change, |entries| {
+            entries.retain(|e| !e.is(id, incarnation));
+            if let (Some(nonce), Some(own)) = (&fresh_nonce, entries.iter_mut().find(|e| e.is(me, mine))) {
+                // Evicting gives this member keys and takes none, so it
+                // adopts the view it makes.
+                own.nonce = nonce.clone();
+                own.adopted = record.view + 1;
+            }
+        })?;
+        Some(Planned { kind: WriteKind::Evict, expected, record: next, nonce: fresh_nonce })
+    }
+
+    fn own_entry(&self, nonce: String, view: u64) -> Entry {
+        Entry {
+            id: self.me.id.clone(),
+            incarnation: self.incarnation.clone(),
+            addr: self.me.addr.clone(),
+            ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
+            nonce,
+            adopted: view,
+            capacity: self.me.capacity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(3);
+
+    fn timing() -> Timing {
+        Timing {
+            ttl: TTL,
+            renew_interval: Duration::from_secs(1),
+            read_interval: Duration::from_secs(1),
+            request_timeout: Duration::from_millis(500),
+            leave_timeout: Duration::from_secs(1),
+            drift_bound_ppb: 1_000_000,
+            stop_margin: Duration::from_millis(300),
+            lock_delay: Duration::from_millis(700),
+        }
+    }
+
+    fn core(id: &str, keys: &Arc<[String]>) -> Core {
+        let me = Identity {
+            id: id.into(),
+            addr: String::new(),
+            capacity: NonZeroU32::MIN,
+            hash: Hash::default(),
+            view_floor: 1,
+        };
+        Core::new(timing(), me, format!("{id}-1"), keys.clone())
+    }
+
+    fn keys() -> Arc<[String]> {
+        (0..60).map(|i| format!("k{i}")).collect::<Vec<_>>().into()
+    }
+
+    fn at(millis: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(millis)
+    }
+
+    /// A store of one object for the tests to write through.
+    #[derive(Default)]
+    struct Object {
+        record: Option<MembershipRecord>,
+        version: u64,
+    }
+
+    impl Object {
+        fn read(&self) -> Option<(MembershipRecord, Version)> {
+            self.record.clone().map(|r| (r, Version::new(self.version.to_string())))
+        }
+
+        /// Applies `planned` if its condition holds.
+        fn write(&mut self, planned: &Planned) -> Option<Version> {
+            let current = self.record.as_ref().map(|_| Version::new(self.version.to_string()));
+            if current != planned.expected {
+                return None;
+            }
+            self.version += 1;
+            self.record = Some(planned.record.clone());
+            Some(Version::new(self.version.to_string()))
+        }
+    }
+
+    /// One read, plan and write by `core` at `now`; returns the kind written.
+    fn step(core: &mut Core, object: &mut Object, now: Instant) -> Option<WriteKind> {
+        core.observe(object.read(), now);
+        for key in core.to_stop(now) {
+            core.stopped(&key);
+        }
+        let planned = core.plan(now, format!("n{}", now.as_nanos())).expect("no refusal")?;
+        let kind = planned.kind;
+        let version = object.write(&planned).expect("no race in these tests");
+        core.landed(planned, now, version, now);
+        for (key, round) in core.to_start(now) {
+            core.started(key, round);
+        }
+        Some(kind)
+    }
+
+    /// Renews every second from `from` to `to` (inclusive), as the shell
+    /// would, starting keys as they become startable.
+    fn keep_up(core: &mut Core, object: &mut Object, from: u64, to: u64) {
+        let mut t = from;
+        while t <= to {
+            step(core, object, at(t));
+            t += 1_000;
+        }
+    }
+
+    fn plan(core: &Core, now: Instant) -> Option<Planned> {
+        core.plan(now, "n".into()).expect("no refusal")
+    }
+
+    #[test]
+    fn a_lone_member_creates_the_object_and_waits_a_ttl_before_acting() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        assert!(plan(&a, at(0)).is_none(), "nothing is created before a read says the object is missing");
+        assert_eq!(step(&mut a, &mut object, at(0)), Some(WriteKind::Create));
+        assert!(a.running().is_empty(), "a fresh object may replace a deleted one: wait out its members");
+        keep_up(&mut a, &mut object, 1_000, 2_000);
+        assert!(a.to_start(at(2_999)).is_empty());
+        let start = a.to_start(at(3_000));
+        assert_eq!(start.len(), keys.len());
+        assert!(start.iter().all(|(_, round)| round.get() == 1));
+    }
+
+    #[test]
+    fn a_join_moves_keys_only_after_their_owner_adopted_it() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 3_000);
+        assert_eq!(a.running().len(), keys.len());
+        assert_eq!(step(&mut b, &mut object, at(3_100)), Some(WriteKind::Join));
+        let record = object.record.clone().unwrap();
+        assert_eq!((record.view, record.last_join), (2, 2));
+        assert!(!record.is_active());
+        assert!(b.to_start(at(3_200)).is_empty(), "a has not adopted the join");
+        let mut moving: Vec<String> =
+            keys.iter().filter(|k| record.member_set().is_owner(k.as_str(), "b")).cloned().collect();
+        moving.sort();
+        assert!(!moving.is_empty());
+
+        // a reads the join: the moved keys must stop before it adopts.
+        a.observe(object.read(), at(3_500));
+        assert_eq!(a.to_stop(at(3_500)), moving);
+        for key in &moving {
+            a.stopped(key);
+        }
+        let adoption = plan(&a, at(3_500)).unwrap();
+        assert_eq!(adoption.kind, WriteKind::Renew);
+        assert_eq!(adoption.record.entry("a").unwrap().adopted, 2);
+        let version = object.write(&adoption).unwrap();
+        a.landed(adoption, at(3_500), version, at(3_510));
+
+        b.observe(object.read(), at(3_600));
+        let started = b.to_start(at(3_600));
+        let mut started_keys: Vec<String> = started.iter().map(|(k, _)| k.clone()).collect();
+        started_keys.sort();
+        assert_eq!(started_keys, moving);
+        assert!(started.iter().all(|(_, round)| round.get() == 2), "the round is the view the key started in");
+    }
+
+    #[test]
+    fn a_stale_read_never_brings_back_a_key() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 3_000);
+        let old = object.read();
+        step(&mut b, &mut object, at(3_100));
+        a.observe(object.read(), at(3_200));
+        let moved = a.to_stop(at(3_200));
+        assert!(!moved.is_empty());
+        for key in &moved {
+            a.stopped(key);
+        }
+        a.observe(old, at(3_300));
+        assert_eq!(a.newest().unwrap().record.view, 2, "the older view is ignored");
+        assert!(a.to_start(at(3_300)).is_empty(), "no moved key starts again under the old view");
+    }
+
+    #[test]
+    fn an_entry_is_evicted_only_after_its_nonce_sat_still_for_its_ttl() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        step(&mut b, &mut object, at(100));
+        // b watches a's nonce from the first response that showed it.
+        b.observe(object.read(), at(200));
+        assert_eq!(b.next_eviction(), Some(at(100) + TTL), "b first saw a's nonce at 100 ms");
+        // a renews: the wait starts again from the response showing it.
+        step(&mut a, &mut object, at(1_000));
+        b.observe(object.read(), at(1_200));
+        assert_eq!(b.next_eviction(), Some(at(1_200) + TTL));
+        // b renews; a stays silent.
+        keep_up(&mut b, &mut object, 2_100, 4_100);
+        b.observe(object.read(), at(4_199));
+        assert!(plan(&b, at(4_199)).is_none_or(|p| p.kind != WriteKind::Evict));
+        b.observe(object.read(), at(4_200));
+        let evict = plan(&b, at(4_200)).unwrap();
+        assert_eq!(evict.kind, WriteKind::Evict);
+        assert_eq!(evict.record.change.id, "a");
+        assert_eq!(evict.record.entry("b").unwrap().adopted, evict.record.view, "the evicter adopts its own view");
+        let version = object.write(&evict).unwrap();
+        b.landed(evict, at(4_200), version, at(4_200));
+        // Keys from an evicted member wait out the lock-delay.
+        assert!(b.to_start(at(4_200)).is_empty());
+        assert!(!b.to_start(at(4_900)).is_empty());
+        // a, cut off meanwhile, learns its entry is gone.
+        assert_eq!(a.observe(object.read(), at(5_000)), Observed::Removed);
+        assert_eq!(a.phase, Phase::Finished);
+        assert!(a.to_start(at(5_000)).is_empty());
+    }
+
+    #[test]
+    fn the_term_ends_hold_for_after_the_last_landed_send() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        let hold = timing().hold_for();
+        assert_eq!(a.term_end(), Some(at(0) + hold));
+        assert!(a.term_holds(at(0) + hold - Duration::from_nanos(1)));
+        assert!(!a.term_holds(at(0) + hold));
+        for (key, round) in a.to_start(at(3_000).min(at(0) + hold - Duration::from_millis(1))) {
+            a.started(key, round);
+        }
+        assert_eq!(a.to_stop(at(0) + hold).len(), a.running().len(), "every key stops at the term's end");
+    }
+
+    #[test]
+    fn a_restart_waits_for_its_predecessors_entry_to_go() {
+        let keys = keys();
+        let mut old = core("a", &keys);
+        let mut object = Object::default();
+        step(&mut old, &mut object, at(0));
+        let mut new = core("a", &keys);
+        new.incarnation = "a-2".into();
+        assert_eq!(step(&mut new, &mut object, at(500)), None, "the old entry is still there");
+        new.observe(object.read(), at(3_499));
+        assert!(plan(&new, at(3_499)).is_none());
+        new.observe(object.read(), at(3_500));
+        let evict = plan(&new, at(3_500)).unwrap();
+        assert_eq!((evict.kind, evict.record.change.incarnation.as_str()), (WriteKind::Evict, "a-1"));
+        assert!(evict.record.entries.is_empty());
+        let version = object.write(&evict).unwrap();
+        new.landed(evict, at(3_500), version, at(3_500));
+        assert_eq!(step(&mut new, &mut object, at(3_600)), Some(WriteKind::Join));
+        assert_eq!(object.record.as_ref().unwrap().view, 3, "the restart is a new entry in a new view");
+    }
+
+    #[test]
+    fn an_unknown_outcome_counts_only_when_the_nonce_is_there() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        a.observe(object.read(), at(1_000));
+        let renewal = a.plan(at(1_000), "fresh".into()).unwrap().unwrap();
+        // It did not land.
+        a.observe(object.read(), at(1_100));
+        assert!(!a.settle(&renewal, at(1_000), at(1_100)));
+        assert_eq!(a.term_end(), Some(at(0) + timing().hold_for()));
+        // It did.
+        object.write(&renewal).unwrap();
+        a.observe(object.read(), at(1_200));
+        assert!(a.settle(&renewal, at(1_000), at(1_200)));
+        assert_eq!(a.term_end(), Some(at(1_000) + timing().hold_for()), "counted from the send");
+    }
+
+    #[test]
+    fn a_leave_removes_only_the_own_entry_and_needs_no_adoption() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        step(&mut b, &mut object, at(100));
+        step(&mut a, &mut object, at(200));
+        b.observe(object.read(), at(300));
+        assert!(b.newest().unwrap().record.is_active());
+        keep_up(&mut b, &mut object, 1_100, 3_100);
+        a.begin_leave();
+        assert_eq!(a.term_end(), None, "a acts for nothing once leaving starts");
+        assert_eq!(step(&mut a, &mut object, at(3_150)), Some(WriteKind::Leave));
+        assert_eq!(a.phase, Phase::Finished);
+        b.observe(object.read(), at(3_200));
+        let record = &b.newest().unwrap().record;
+        assert_eq!((record.view, record.last_join, record.is_active()), (3, 2, true));
+        let owned_before = b.running().len();
+        assert!(owned_before < keys.len());
+        assert_eq!(
+            b.to_start(at(3_200)).len(),
+            keys.len() - owned_before,
+            "a's keys start at once, with no lock-delay"
+        );
+    }
+
+    #[test]
+    fn a_missing_object_after_a_view_fails_closed() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        assert_eq!(a.observe(None, at(1_000)), Observed::Vanished);
+        assert!(plan(&a, at(1_000)).is_none(), "it never recreates what it saw");
+    }
+}

@@ -1,0 +1,779 @@
+//! The async shell around [`super::core::Core`]: it reads and writes the
+//! membership object, sleeps until the next thing is due, and runs one task
+//! per key this member acts for.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, error, info, warn};
+
+use super::context::{KeyContext, Term};
+use super::core::{Core, Identity, Observed, Planned, Refusal, Timing, WriteKind};
+use super::record::{Hash, MembershipRecord};
+use super::{KeyedError, Snapshot};
+use crate::backend::{BackendError, ObjectBackend};
+use crate::clock::{Clock, Instant, SystemClock};
+use crate::entropy::{Entropy, OsEntropy, random_hex};
+use crate::hrw::{KeyLease, KeyLeaseError, Leases, Member, Membership, MembershipError, WeightFn};
+use crate::lease::{MAX_OWNER_BYTES, MAX_TTL};
+
+/// How many times one step re-reads and writes again after its write lost
+/// a race with another member's. Each retry follows a fresh read, so none
+/// is blind; past this the step waits for the next read.
+const WRITE_ATTEMPTS: usize = 6;
+
+/// Builds a [`KeyedWriter`]. Every timing setting has the elector's default
+/// and the same rule: renew interval + request timeout + stop margin must be
+/// less than TTL·(1−ρ)/(1+ρ).
+#[derive(Debug)]
+pub struct KeyedWriterBuilder<O> {
+    store: O,
+    id: Option<String>,
+    addr: String,
+    keys: Vec<String>,
+    ttl: Duration,
+    renew_interval: Option<Duration>,
+    read_interval: Option<Duration>,
+    request_timeout: Option<Duration>,
+    leave_timeout: Option<Duration>,
+    stop_margin: Option<Duration>,
+    drift_bound: f64,
+    lock_delay: Duration,
+    hash: Hash,
+    capacity: NonZeroU32,
+    view_floor: u64,
+    clock: Option<Arc<dyn Clock>>,
+    entropy: Option<Arc<dyn Entropy>>,
+}
+
+impl<O: ObjectBackend> KeyedWriterBuilder<O> {
+    /// This member's id: the name HRW computes ownership from. Required.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Where others can reach this member; stored, never weighed.
+    pub fn addr(mut self, addr: impl Into<String>) -> Self {
+        self.addr = addr.into();
+        self
+    }
+
+    /// The keys to share out. Every member must be given the same keys;
+    /// duplicates count once.
+    pub fn keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+        self.keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The member term's TTL (default 30 s): how long this member's entry
+    /// lives without a renewal.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the member renews its entry (default TTL/3).
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How often the member reads the object (default: the renew
+    /// interval). Shorter moves keys sooner after a leave or a crash, for
+    /// more reads.
+    pub fn read_interval(mut self, interval: Duration) -> Self {
+        self.read_interval = Some(interval);
+        self
+    }
+
+    /// How long one request may take before its outcome counts as unknown
+    /// (default TTL/6).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a graceful leave tries to remove the entry (default TTL/3).
+    pub fn leave_timeout(mut self, timeout: Duration) -> Self {
+        self.leave_timeout = Some(timeout);
+        self
+    }
+
+    /// Time kept back from the end of each term for work to stop (default
+    /// TTL/10).
+    pub fn stop_margin(mut self, margin: Duration) -> Self {
+        self.stop_margin = Some(margin);
+        self
+    }
+
+    /// The bound ρ on any clock's rate error (default 1e-3).
+    pub fn drift_bound(mut self, rho: f64) -> Self {
+        self.drift_bound = rho;
+        self
+    }
+
+    /// How long the new owners of an evicted member's keys wait before
+    /// starting them (default zero).
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
+        self
+    }
+
+    /// The HRW weight function for a new membership object (default
+    /// [`WeightFn::Fast`]). A member refuses to join an object that uses
+    /// another.
+    pub fn weight_fn(mut self, weight_fn: WeightFn) -> Self {
+        self.hash.function = weight_fn;
+        self
+    }
+
+    /// Makes this member's share of keys proportional to `capacity`, in a
+    /// weighted object. Every member of a weighted object must say so; the
+    /// capacity is fixed for the entry's life.
+    pub fn capacity(mut self, capacity: NonZeroU32) -> Self {
+        self.hash.weighted = true;
+        self.capacity = capacity;
+        self
+    }
+
+    /// The view a new membership object starts at (default 1). After the
+    /// object was deleted, restart every member with a floor above the last
+    /// view, so rounds keep rising for fenced downstreams.
+    pub fn view_floor(mut self, view: u64) -> Self {
+        self.view_floor = view;
+        self
+    }
+
+    /// The clock (default: the system's).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The source of nonces and incarnation ids (default: the OS).
+    pub fn entropy(mut self, entropy: Arc<dyn Entropy>) -> Self {
+        self.entropy = Some(entropy);
+        self
+    }
+
+    /// Checks the configuration and builds the writer. Nothing is read or
+    /// written until [`KeyedWriter::run`].
+    pub fn build(self) -> Result<KeyedWriter<O>, KeyedError> {
+        let config = |message: String| Err(KeyedError::Config(message));
+        let Some(id) = self.id.clone() else { return config("a member needs an id".into()) };
+        if id.is_empty() || id.len() > MAX_OWNER_BYTES {
+            return config(format!("the member id must be 1..={MAX_OWNER_BYTES} bytes"));
+        }
+        let timing = self.timing()?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
+        let mut keys = self.keys;
+        keys.sort();
+        keys.dedup();
+        let me = Identity {
+            id: id.clone(),
+            addr: self.addr,
+            capacity: self.capacity,
+            hash: self.hash,
+            view_floor: self.view_floor,
+        };
+        let core = Core::new(timing, me, random_hex(entropy.as_ref(), 16), keys.into());
+        let (term, _) = watch::channel(Term { cancelled: true, until: Instant::ZERO });
+        Ok(KeyedWriter {
+            store: self.store,
+            shared: Arc::new(Shared { core: Mutex::new(core), clock, id }),
+            entropy,
+            term,
+            leave: Arc::new(Leave::default()),
+        })
+    }
+
+    fn timing(&self) -> Result<Timing, KeyedError> {
+        let config = |message: String| Err(KeyedError::Config(message));
+        let ttl = self.ttl;
+        if ttl < Duration::from_millis(10) || ttl > MAX_TTL {
+            return config(format!("TTL {ttl:?} is outside 10ms..={MAX_TTL:?}"));
+        }
+        if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
+            return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
+        }
+        let renew_interval = self.renew_interval.unwrap_or(ttl / 3);
+        let timing = Timing {
+            ttl,
+            renew_interval,
+            read_interval: self.read_interval.unwrap_or(renew_interval),
+            request_timeout: self.request_timeout.unwrap_or(ttl / 6),
+            leave_timeout: self.leave_timeout.unwrap_or(ttl / 3),
+            drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
+            stop_margin: self.stop_margin.unwrap_or(ttl / 10),
+            lock_delay: self.lock_delay,
+        };
+        let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
+        crate::elector::check_term_timing(
+            ttl,
+            &[
+                ("renew interval", timing.renew_interval, false),
+                ("read interval", timing.read_interval, false),
+                ("request timeout", timing.request_timeout, false),
+                ("leave timeout", timing.leave_timeout, false),
+                ("stop margin", timing.stop_margin, true),
+                ("lock-delay", timing.lock_delay, true),
+            ],
+            timing.drift_bound_ppb,
+            (timing.renew_interval, timing.request_timeout, timing.stop_margin),
+            resolution,
+        )
+        .map_err(KeyedError::Config)?;
+        Ok(timing)
+    }
+}
+
+/// One member of a group that shares keys out by HRW over a membership
+/// object, with at most one member acting for each key at any moment.
+///
+/// [`KeyedWriter::run`] joins the group, runs a task per key this member
+/// owns under a [`KeyContext`], renews the member's entry, adopts new views
+/// after stopping the keys that moved away, evicts members that stopped
+/// renewing, and starts over as a new incarnation if its own entry was
+/// evicted. [`KeyedWriter::leave`] ends it gracefully.
+///
+/// ```
+/// use std::time::Duration;
+/// use hoplock::backend::memory::MemoryBackend;
+/// use hoplock::keyed::KeyedWriter;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), hoplock::keyed::KeyedError> {
+/// let writer = KeyedWriter::builder(MemoryBackend::new())
+///     .id("a")
+///     .keys(["orders", "invoices"])
+///     .ttl(Duration::from_secs(3))
+///     .build()?;
+/// let handle = writer.handle();
+/// let leave = writer.leaver();
+/// tokio::spawn(async move {
+///     // A lone member owns every key, once its first view is active.
+///     tokio::time::sleep(Duration::from_secs(5)).await;
+///     assert_eq!(handle.snapshot().running.len(), 2);
+///     leave.leave();
+/// });
+/// writer
+///     .run(|ctx| async move {
+///         // Write ctx.key() downstream, fenced by ctx.round(), until told to stop.
+///         ctx.cancelled().await;
+///     })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct KeyedWriter<O> {
+    store: O,
+    shared: Arc<Shared>,
+    entropy: Arc<dyn Entropy>,
+    term: watch::Sender<Term>,
+    leave: Arc<Leave>,
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    clock: Arc<dyn Clock>,
+    id: String,
+}
+
+impl Shared {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        // The core holds no invariant a panic elsewhere could break halfway.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Default)]
+struct Leave {
+    requested: std::sync::atomic::AtomicBool,
+    notify: Notify,
+}
+
+/// Asks a running [`KeyedWriter`] to leave its group gracefully.
+#[derive(Clone)]
+pub struct Leaver(Arc<Leave>);
+
+impl Leaver {
+    /// Stops every key, removes this member's entry and makes
+    /// [`KeyedWriter::run`] return.
+    pub fn leave(&self) {
+        self.0.requested.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.0.notify.notify_one();
+    }
+}
+
+/// A running key's task and its stop signal.
+struct Task {
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+/// Every key task of one run; dropping it (the run future dropped, as in a
+/// crash) aborts them, so no work outlives its member.
+#[derive(Default)]
+struct Tasks(BTreeMap<String, Task>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in self.0.values() {
+            task.handle.abort();
+        }
+    }
+}
+
+/// What a read returned, once decoded.
+enum Read {
+    Found(MembershipRecord, crate::backend::Version),
+    Missing,
+    /// The store did not answer usably; nothing is learnt.
+    Failed,
+}
+
+impl<O: ObjectBackend> KeyedWriter<O> {
+    /// A builder for a member over `store`, the membership object.
+    pub fn builder(store: O) -> KeyedWriterBuilder<O> {
+        KeyedWriterBuilder {
+            store,
+            id: None,
+            addr: String::new(),
+            keys: Vec::new(),
+            ttl: Duration::from_secs(30),
+            renew_interval: None,
+            read_interval: None,
+            request_timeout: None,
+            leave_timeout: None,
+            stop_margin: None,
+            drift_bound: 1e-3,
+            lock_delay: Duration::ZERO,
+            hash: Hash::default(),
+            capacity: NonZeroU32::MIN,
+            view_floor: 1,
+            clock: None,
+            entropy: None,
+        }
+    }
+
+    /// A cloneable view of this member's state, which also serves as its
+    /// [`Membership`] and [`Leases`].
+    pub fn handle(&self) -> KeyedHandle {
+        KeyedHandle { shared: self.shared.clone() }
+    }
+
+    /// A handle that makes [`KeyedWriter::run`] leave gracefully.
+    pub fn leaver(&self) -> Leaver {
+        Leaver(self.leave.clone())
+    }
+
+    /// Runs the member until it leaves: `work` is called once for each key
+    /// it starts, and the future it returns runs as its own task until the
+    /// context is cancelled.
+    ///
+    /// Returns after a graceful leave, or with an error the caller must fix
+    /// (configuration, a full object, a store that cannot do conditional
+    /// writes). Dropping the future stops every key at once, as a crash
+    /// would; the entry is then evicted after its TTL.
+    pub async fn run<F, Fut>(&self, work: F) -> Result<(), KeyedError>
+    where
+        F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let mut tasks = Tasks::default();
+        let timing = self.timing();
+        // A write that is due but could not be made (the store is down, the
+        // object is missing) is tried again after this gap, not at once.
+        let retry_gap = timing.renew_interval / 8;
+        let mut next_read = self.now();
+        let mut last_attempt: Option<Instant> = None;
+        loop {
+            if self.leave.requested.load(std::sync::atomic::Ordering::SeqCst) {
+                return self.leave_now(&mut tasks).await;
+            }
+            let retry_at = last_attempt.map_or(Instant::ZERO, |at| at + retry_gap);
+            let wake = self.next_wake(next_read, retry_at, &tasks);
+            if wake > self.now() {
+                tokio::select! {
+                    biased;
+                    () = self.leave.notify.notified() => continue,
+                    () = self.shared.clock.sleep_until(wake) => {}
+                }
+            }
+            let now = self.now();
+            if now >= next_read || (now >= retry_at && self.write_due(now)) {
+                last_attempt = Some(now);
+                let (read, arrived) = self.read().await;
+                next_read = match read {
+                    Read::Failed => now + timing.read_interval.min(retry_gap),
+                    _ => arrived + timing.read_interval,
+                };
+                self.take_in(read, arrived, &mut tasks).await;
+                self.stop_moved(&mut tasks).await;
+                self.write(&mut tasks).await?;
+            }
+            self.stop_moved(&mut tasks).await;
+            self.start_owned(&work, &mut tasks);
+        }
+    }
+
+    fn timing(&self) -> Timing {
+        self.shared.core().timing.clone()
+    }
+
+    fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
+    /// Whether a write (renewal, adoption, eviction, join) is due without
+    /// waiting for the next read.
+    fn write_due(&self, now: Instant) -> bool {
+        let core = self.shared.core();
+        core.renewal_due().is_some_and(|due| now >= due) || core.next_eviction().is_some_and(|due| now >= due)
+    }
+
+    /// The next instant something is due: a read, a renewal, an eviction,
+    /// the end of the term while keys run, or the end of a hold on new keys.
+    fn next_wake(&self, next_read: Instant, retry_at: Instant, tasks: &Tasks) -> Instant {
+        let core = self.shared.core();
+        let now = self.now();
+        let mut wake = next_read;
+        for due in [core.renewal_due(), core.next_eviction()].into_iter().flatten() {
+            wake = wake.min(due.max(retry_at));
+        }
+        if !tasks.0.is_empty()
+            && let Some(end) = core.term_end()
+        {
+            wake = wake.min(end);
+        }
+        if core.hold_new_until() > now {
+            wake = wake.min(core.hold_new_until());
+        }
+        wake
+    }
+
+    /// One read of the object, bounded by the request timeout.
+    async fn read(&self) -> (Read, Instant) {
+        let timeout = self.timing().request_timeout;
+        let outcome = self.timed(timeout, self.store.read_object()).await;
+        let arrived = self.now();
+        let read = match outcome {
+            Some(Ok(object)) => match MembershipRecord::decode(&object.bytes) {
+                Ok(record) => Read::Found(record, object.version),
+                Err(reason) => {
+                    error!(member = %self.shared.id, version = %object.version, %reason, "the membership object is corrupt; acting for no key until it is fixed");
+                    Read::Failed
+                }
+            },
+            Some(Err(BackendError::NoLease)) => Read::Missing,
+            Some(Err(e)) => {
+                warn!(member = %self.shared.id, error = %e, "reading the membership object failed");
+                Read::Failed
+            }
+            None => {
+                warn!(member = %self.shared.id, ?timeout, "reading the membership object timed out");
+                Read::Failed
+            }
+        };
+        (read, arrived)
+    }
+
+    async fn timed<T>(&self, timeout: Duration, call: impl Future<Output = T>) -> Option<T> {
+        let deadline = self.now() + timeout;
+        tokio::select! {
+            biased;
+            value = call => Some(value),
+            () = self.shared.clock.sleep_until(deadline) => None,
+        }
+    }
+
+    /// Feeds a read to the core and acts on what it means for this
+    /// incarnation.
+    async fn take_in(&self, read: Read, arrived: Instant, tasks: &mut Tasks) {
+        let observed = {
+            let mut core = self.shared.core();
+            let before = core.newest().map(|seen| seen.record.view);
+            let observed = match read {
+                Read::Found(record, version) => core.observe(Some((record, version)), arrived),
+                Read::Missing => core.observe(None, arrived),
+                Read::Failed => return,
+            };
+            if let Some(seen) = core.newest().filter(|seen| Some(seen.record.view) != before) {
+                let change = &seen.record.change;
+                info!(member = %self.shared.id, view = seen.record.view, change = ?change.kind, entry = %change.id, members = seen.record.entries.len(), "new membership view");
+            }
+            observed
+        };
+        match observed {
+            Observed::Current => {}
+            Observed::Vanished => {
+                error!(member = %self.shared.id, "the membership object vanished after a view was seen; acting for no key until an operator restores it (restart members with a view floor above the last view)");
+                self.stop_all(tasks).await;
+            }
+            Observed::Removed => {
+                warn!(member = %self.shared.id, "this member's entry was removed; stopping every key and joining again as a new incarnation");
+                self.stop_all(tasks).await;
+                let incarnation = random_hex(self.entropy.as_ref(), 16);
+                self.shared.core().reincarnate(incarnation);
+            }
+        }
+    }
+
+    /// Stops every key the core says must stop, and waits for their work.
+    async fn stop_moved(&self, tasks: &mut Tasks) {
+        let stop = self.shared.core().to_stop(self.now());
+        if stop.is_empty() {
+            self.publish_term();
+            return;
+        }
+        let deadline = self.shared.core().term_end().unwrap_or(Instant::ZERO);
+        self.stop_keys(tasks, &stop, deadline).await;
+        self.publish_term();
+    }
+
+    async fn stop_all(&self, tasks: &mut Tasks) {
+        let keys: Vec<String> = tasks.0.keys().cloned().collect();
+        self.stop_keys(tasks, &keys, Instant::ZERO).await;
+        self.publish_term();
+    }
+
+    /// Signals each key to stop, then waits for its task until `deadline`;
+    /// work still running then is aborted, since the term it ran under has
+    /// ended.
+    async fn stop_keys(&self, tasks: &mut Tasks, keys: &[String], deadline: Instant) {
+        let mut stopping = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(task) = tasks.0.remove(key) {
+                let _ = task.stop.send(true);
+                stopping.push((key.clone(), task));
+            }
+        }
+        for (key, task) in stopping {
+            let mut handle = task.handle;
+            let finished = self.now() < deadline
+                && tokio::select! {
+                    biased;
+                    _ = &mut handle => true,
+                    () = self.shared.clock.sleep_until(deadline) => false,
+                };
+            if !finished && !handle.is_finished() {
+                warn!(member = %self.shared.id, %key, "work did not stop before the term ended; aborting it");
+                handle.abort();
+            }
+            let round = self.shared.core().running().get(&key).copied();
+            self.shared.core().stopped(&key);
+            debug!(member = %self.shared.id, %key, round = ?round.map(|r| r.get()), "stopped key");
+        }
+    }
+
+    /// Tells every key context how long the term holds.
+    fn publish_term(&self) {
+        let end = self.shared.core().term_end();
+        let term = match end {
+            Some(until) => Term { cancelled: false, until },
+            None => Term { cancelled: true, until: Instant::ZERO },
+        };
+        self.term.send_replace(term);
+    }
+
+    /// Plans and sends writes until none is due, re-reading after each race
+    /// lost and after each unknown outcome.
+    async fn write(&self, tasks: &mut Tasks) -> Result<(), KeyedError> {
+        for _ in 0..WRITE_ATTEMPTS {
+            let nonce = random_hex(self.entropy.as_ref(), 16);
+            let plan = self.shared.core().plan(self.now(), nonce);
+            let planned = match plan {
+                Ok(Some(planned)) => planned,
+                Ok(None) => return Ok(()),
+                Err(Refusal::Full) => return Err(KeyedError::Full),
+                Err(Refusal::HashMismatch { stored }) => {
+                    let ours = self.shared.core().me.hash;
+                    return Err(KeyedError::Config(format!(
+                        "the membership object uses {stored:?}, this member is configured with {ours:?}"
+                    )));
+                }
+            };
+            if !self.send(planned).await? {
+                let (read, arrived) = self.read().await;
+                self.take_in(read, arrived, tasks).await;
+                self.stop_moved(tasks).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one write; `Ok(true)` when it landed and the core knows.
+    async fn send(&self, planned: Planned) -> Result<bool, KeyedError> {
+        let timeout = self.timing().request_timeout;
+        let sent_at = self.now();
+        let bytes = planned.record.encode();
+        let outcome = self.timed(timeout, self.store.write_object(planned.expected.as_ref(), bytes)).await;
+        let arrived = self.now();
+        match outcome {
+            Some(Ok(version)) => {
+                let (kind, view, change) = (planned.kind, planned.record.view, planned.record.change.clone());
+                self.shared.core().landed(planned, sent_at, version, arrived);
+                match kind {
+                    WriteKind::Renew => debug!(member = %self.shared.id, view, "renewed"),
+                    _ => info!(member = %self.shared.id, view, ?kind, entry = %change.id, "membership changed"),
+                }
+                self.publish_term();
+                Ok(true)
+            }
+            Some(Err(BackendError::LeaseHeld | BackendError::NoLease)) => {
+                debug!(member = %self.shared.id, kind = ?planned.kind, "lost a write race; reading again");
+                Ok(false)
+            }
+            Some(Err(e)) if e.is_fatal() => Err(KeyedError::Store(e)),
+            failed => {
+                // The write may have landed: read, then judge by nonce (I7).
+                let reason = match failed {
+                    Some(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {timeout:?}"),
+                };
+                warn!(member = %self.shared.id, kind = ?planned.kind, %reason, "write outcome unknown; reading back");
+                let (read, read_at) = self.read().await;
+                if let Read::Found(record, version) = read {
+                    let mut core = self.shared.core();
+                    core.observe(Some((record, version)), read_at);
+                    if core.settle(&planned, sent_at, arrived) {
+                        drop(core);
+                        self.publish_term();
+                        return Ok(true);
+                    }
+                }
+                if planned.kind == WriteKind::Leave {
+                    self.shared.core().finish();
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Starts a task for every key the core says may start.
+    fn start_owned<F, Fut>(&self, work: &F, tasks: &mut Tasks)
+    where
+        F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let mut core = self.shared.core();
+        let start = core.to_start(self.now());
+        if start.is_empty() {
+            return;
+        }
+        let incarnation: Arc<str> = core.incarnation.as_str().into();
+        let term = self.term.subscribe();
+        for (key, round) in start {
+            let (stop, stopped) = watch::channel(false);
+            let lease = KeyLease { key: key.clone(), owner: self.shared.id.clone(), round };
+            let ctx = KeyContext {
+                lease,
+                incarnation: incarnation.clone(),
+                stop: stopped,
+                term: term.clone(),
+                clock: self.shared.clock.clone(),
+            };
+            debug!(member = %self.shared.id, %key, round = round.get(), "started key");
+            core.started(key.clone(), round);
+            tasks.0.insert(key, Task { stop, handle: tokio::spawn(work(ctx)) });
+        }
+    }
+
+    /// The graceful leave: every key stops (waiting for its work up to the
+    /// leave timeout), then the entry is removed. Once the removal is sent
+    /// this incarnation never acts again, whatever its outcome.
+    async fn leave_now(&self, tasks: &mut Tasks) -> Result<(), KeyedError> {
+        let deadline = self.now() + self.timing().leave_timeout;
+        self.shared.core().begin_leave();
+        let keys: Vec<String> = tasks.0.keys().cloned().collect();
+        let stop_by = self.shared.core().term_end().map_or(deadline, |end| end.min(deadline)).max(self.now());
+        // The term is over for every key the moment leaving starts.
+        self.publish_term();
+        self.stop_keys(tasks, &keys, stop_by).await;
+        while self.now() < deadline {
+            let (read, arrived) = self.read().await;
+            if matches!(read, Read::Failed) {
+                let retry = self.now() + self.timing().renew_interval / 8;
+                self.shared.clock.sleep_until(retry.min(deadline)).await;
+                continue;
+            }
+            self.take_in(read, arrived, tasks).await;
+            let plan = self.shared.core().plan(self.now(), String::new());
+            let Ok(Some(planned)) = plan else { break };
+            if self.send(planned).await? || self.shared.core().phase == super::core::Phase::Finished {
+                break;
+            }
+        }
+        self.shared.core().finish();
+        info!(member = %self.shared.id, "left the group");
+        Ok(())
+    }
+}
+
+/// A cloneable window on a running member: what it runs, which view it is
+/// in, and its [`Membership`] and [`Leases`].
+#[derive(Clone)]
+pub struct KeyedHandle {
+    shared: Arc<Shared>,
+}
+
+impl KeyedHandle {
+    /// This member's state right now.
+    pub fn snapshot(&self) -> Snapshot {
+        let core = self.shared.core();
+        let now = self.shared.clock.now();
+        Snapshot {
+            incarnation: core.incarnation.clone(),
+            view: core.newest().map(|seen| seen.record.view),
+            active: core.newest().is_some_and(|seen| seen.record.is_active()),
+            term_holds: core.term_holds(now),
+            running: core.running().clone(),
+        }
+    }
+
+    fn term_error(&self) -> MembershipError {
+        MembershipError::Unavailable(format!("member {:?} does not hold a term", self.shared.id))
+    }
+}
+
+impl Membership for KeyedHandle {
+    fn self_id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The members of the newest active view this member has read; an error
+    /// while its own term does not hold.
+    fn members(&self) -> impl Future<Output = Result<Vec<Member>, MembershipError>> + Send {
+        let core = self.shared.core();
+        let result = if core.term_holds(self.shared.clock.now()) {
+            core.active_members().map(<[Member]>::to_vec).ok_or_else(|| self.term_error())
+        } else {
+            Err(self.term_error())
+        };
+        std::future::ready(result)
+    }
+}
+
+impl Leases for KeyedHandle {
+    /// The key's lease if this member runs it now, as a snapshot: use it
+    /// only with a downstream that checks the round.
+    fn acquire(&self, key: &str) -> impl Future<Output = Result<KeyLease, KeyLeaseError>> + Send {
+        let core = self.shared.core();
+        let result = if !core.term_holds(self.shared.clock.now()) {
+            Err(KeyLeaseError::Unavailable(self.term_error().to_string()))
+        } else if let Some(round) = core.running().get(key) {
+            Ok(KeyLease { key: key.to_owned(), owner: self.shared.id.clone(), round: *round })
+        } else {
+            let holder = core.newest().and_then(|seen| seen.set.owner(key).map(|m| m.id.clone())).unwrap_or_default();
+            Err(KeyLeaseError::Held { key: key.to_owned(), holder })
+        };
+        std::future::ready(result)
+    }
+}

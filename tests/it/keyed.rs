@@ -1,0 +1,241 @@
+//! Keyed writers sharing keys out over one membership object: the same
+//! story (three members join, one leaves gracefully, one is killed) runs
+//! over the in-memory store on tokio's paused clock here, and over a real S3
+//! server in `s3.rs`.
+//!
+//! The members' own logs, kept by their work, are the evidence: every key's
+//! acting intervals must never overlap, and keys must end up with their HRW
+//! owners over the surviving members, at higher rounds than before.
+
+#![allow(clippy::disallowed_methods)] // The logs are timed on tokio's clock, shared by every member.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hoplock::backend::ObjectBackend;
+use hoplock::backend::memory::MemoryBackend;
+use hoplock::hrw::{Leases, Member, MemberSet, Membership, Round};
+use hoplock::keyed::{KeyContext, KeyedError, KeyedHandle, KeyedWriter, Leaver};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// One acting interval of one key, as its member logged it.
+#[derive(Clone, Debug)]
+struct Acting {
+    member: String,
+    incarnation: String,
+    round: Round,
+    start: Instant,
+    stop: Option<Instant>,
+}
+
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<BTreeMap<String, Vec<Acting>>>>);
+
+impl Log {
+    /// Records the key's start; the returned guard records its stop when the
+    /// work ends, however it ends (a killed member's work is dropped).
+    fn start(&self, member: &str, ctx: &KeyContext) -> Stop {
+        let mut log = self.0.lock().unwrap();
+        let intervals = log.entry(ctx.key().to_owned()).or_default();
+        intervals.push(Acting {
+            member: member.to_owned(),
+            incarnation: ctx.incarnation().to_owned(),
+            round: ctx.round(),
+            start: Instant::now(),
+            stop: None,
+        });
+        Stop { log: self.clone(), key: ctx.key().to_owned(), index: intervals.len() - 1 }
+    }
+
+    /// Panics unless every key's intervals are disjoint and its rounds rise
+    /// from one holder to the next.
+    fn assert_one_writer_per_key(&self) {
+        let log = self.0.lock().unwrap();
+        for (key, intervals) in log.iter() {
+            let mut intervals = intervals.clone();
+            intervals.sort_by_key(|a| a.start);
+            for pair in intervals.windows(2) {
+                let (earlier, later) = (&pair[0], &pair[1]);
+                let stop = earlier.stop.unwrap_or_else(|| panic!("{key}: {earlier:?} is still acting under {later:?}"));
+                assert!(stop <= later.start, "{key} had two writers at once: {earlier:?} and {later:?}");
+                assert!(later.round > earlier.round, "{key}: round did not rise from {earlier:?} to {later:?}");
+            }
+        }
+    }
+
+    /// The round each key is held at now, by whom.
+    fn holders(&self) -> BTreeMap<String, (String, Round)> {
+        let log = self.0.lock().unwrap();
+        log.iter()
+            .filter_map(|(key, intervals)| {
+                let open: Vec<&Acting> = intervals.iter().filter(|a| a.stop.is_none()).collect();
+                (open.len() == 1).then(|| (key.clone(), (open[0].member.clone(), open[0].round)))
+            })
+            .collect()
+    }
+
+    fn incarnations(&self, member: &str) -> Vec<String> {
+        let log = self.0.lock().unwrap();
+        let mut found: Vec<String> =
+            log.values().flatten().filter(|a| a.member == member).map(|a| a.incarnation.clone()).collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+}
+
+struct Stop {
+    log: Log,
+    key: String,
+    index: usize,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if let Ok(mut log) = self.log.0.lock() {
+            log.get_mut(&self.key).unwrap()[self.index].stop = Some(Instant::now());
+        }
+    }
+}
+
+struct Running {
+    handle: KeyedHandle,
+    leaver: Leaver,
+    task: JoinHandle<Result<(), KeyedError>>,
+}
+
+fn start<O: ObjectBackend>(store: O, id: &str, keys: &[String], ttl: Duration, log: &Log) -> Running {
+    let writer = KeyedWriter::builder(store).id(id).keys(keys.iter().cloned()).ttl(ttl).build().unwrap();
+    let (handle, leaver) = (writer.handle(), writer.leaver());
+    let (log, member) = (log.clone(), id.to_owned());
+    let task = tokio::spawn(async move {
+        writer
+            .run(move |ctx| {
+                let stop = log.start(&member, &ctx);
+                async move {
+                    ctx.cancelled().await;
+                    drop(stop);
+                }
+            })
+            .await
+    });
+    Running { handle, leaver, task }
+}
+
+/// Waits until every key is held by exactly its HRW owner over `members`.
+async fn settle(log: &Log, keys: &[String], members: &[&str], within: Duration) -> BTreeMap<String, (String, Round)> {
+    let set = MemberSet::new(members.iter().map(|id| Member::new(*id, "")));
+    let deadline = Instant::now() + within;
+    loop {
+        let holders = log.holders();
+        let settled = keys
+            .iter()
+            .all(|k| holders.get(k).is_some_and(|(m, _)| Some(m.as_str()) == set.owner(k).map(|o| o.id.as_str())));
+        if settled {
+            return holders;
+        }
+        assert!(Instant::now() < deadline, "keys did not settle on {members:?} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Three members share `keys`; `b` leaves gracefully, `c` is killed. Keys
+/// move to their new HRW owners at higher rounds, and no key ever has two
+/// writers.
+pub async fn join_leave_and_kill<O: ObjectBackend + Clone>(store: O, key_count: usize, ttl: Duration) {
+    let keys: Vec<String> = (0..key_count).map(|i| format!("key-{i:05}")).collect();
+    let log = Log::default();
+    let a = start(store.clone(), "a", &keys, ttl, &log);
+    let b = start(store.clone(), "b", &keys, ttl, &log);
+    let c = start(store.clone(), "c", &keys, ttl, &log);
+    let first = settle(&log, &keys, &["a", "b", "c"], ttl * 10).await;
+    for running in [&a, &b, &c] {
+        let id = running.handle.self_id().to_owned();
+        let members = running.handle.members().await.unwrap();
+        assert_eq!(members.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["a", "b", "c"], "{id}'s view");
+        let owned = first.iter().find(|(_, (m, _))| *m == id).map(|(k, _)| k.clone()).unwrap();
+        let lease = running.handle.acquire(&owned).await.unwrap();
+        assert_eq!((lease.owner.as_str(), lease.round), (id.as_str(), first[&owned].1));
+    }
+
+    b.leaver.leave();
+    b.task.await.unwrap().unwrap();
+    let after_leave = settle(&log, &keys, &["a", "c"], ttl * 4).await;
+    assert!(b.handle.snapshot().running.is_empty());
+    assert!(b.handle.members().await.is_err(), "a member that left holds no term");
+
+    c.task.abort();
+    let _ = c.task.await;
+    let last = settle(&log, &keys, &["a"], ttl * 6).await;
+
+    for key in &keys {
+        let (before, after) = (&first[key], &after_leave[key]);
+        if before.0 != after.0 {
+            assert_eq!(before.0, "b", "{key} moved on b's leave although b did not hold it");
+            assert!(after.1 > before.1, "{key}: round {} after the leave, {} before", after.1, before.1);
+        } else {
+            assert_eq!(before.1, after.1, "{key} stayed with {} and keeps its round", before.0);
+        }
+        if after.0 == "c" {
+            assert!(last[key].1 > after.1, "{key}: round {} after the kill, {} before", last[key].1, after.1);
+        }
+    }
+    assert_eq!(log.incarnations("a").len(), 1, "a never lost its entry");
+    log.assert_one_writer_per_key();
+    a.leaver.leave();
+    a.task.await.unwrap().unwrap();
+    log.assert_one_writer_per_key();
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_members_share_keys_and_hand_them_on() {
+    join_leave_and_kill(MemoryBackend::new(), 300, Duration::from_secs(3)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configuration_that_cannot_renew_in_time_is_refused() {
+    let error = KeyedWriter::builder(MemoryBackend::new())
+        .id("a")
+        .ttl(Duration::from_secs(3))
+        .renew_interval(Duration::from_secs(3))
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(error, KeyedError::Config(ref m) if m.contains("must be less than")), "{error}");
+    let error = KeyedWriter::builder(MemoryBackend::new()).build().err().unwrap();
+    assert!(matches!(error, KeyedError::Config(ref m) if m.contains("needs an id")), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_corrupt_object_is_never_acted_on_or_overwritten() {
+    let store = MemoryBackend::new();
+    store.put_raw(b"{\"generation\":3}".to_vec());
+    let log = Log::default();
+    let keys = vec!["k".to_owned()];
+    let a = start(store.clone(), "a", &keys, Duration::from_secs(3), &log);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(log.holders().is_empty());
+    assert!(a.handle.members().await.is_err());
+    assert_eq!(store.raw().unwrap(), b"{\"generation\":3}", "nothing overwrote what it could not read");
+    a.task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_of_a_different_weight_function_is_refused() {
+    let store = MemoryBackend::new();
+    let log = Log::default();
+    let keys = vec!["k".to_owned()];
+    let a = start(store.clone(), "a", &keys, Duration::from_secs(3), &log);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let other = KeyedWriter::builder(store.clone())
+        .id("b")
+        .weight_fn(hoplock::hrw::WeightFn::GoSha256)
+        .ttl(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let error = other.run(|_ctx| async {}).await.unwrap_err();
+    assert!(matches!(error, KeyedError::Config(ref m) if m.contains("GoSha256")), "{error}");
+    a.task.abort();
+}
