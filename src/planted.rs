@@ -1,9 +1,9 @@
 //! Deliberate bugs, one per safety rule, for showing that the simulator's
 //! scenarios catch what they exist to catch.
 //!
-//! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's table (I1 to
-//! I10, and the liveness rule L1) in the elector, the way real libraries
-//! have broken it. A bug is
+//! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's tables (I1 to
+//! I10 and the liveness rule L1 in the elector; K1 and K2 in keyed
+//! writers), the way real libraries have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
 //! bug has been chosen at run time with [`plant`]. Without the feature this
 //! module is private, [`active`] is a constant `false`, and the compiler
@@ -63,12 +63,25 @@ pub enum Bug {
     /// after the renewals its reads come, and sees a crashed holder's last
     /// record up to a renew interval late.
     LaggingReads,
+    /// K1: a keyed member writes its adoption of a new view before the
+    /// work on keys that moved away has stopped.
+    AdoptBeforeStop,
+    /// K1: a keyed member starts a key HRW gives it before every member
+    /// has adopted the join that moved it.
+    StartBeforeActive,
+    /// K2: a key's round comes from a local counter instead of the view in
+    /// which the member started it.
+    RoundFromCounter,
+    /// K2: the member incarnation is derived from the member id, so a
+    /// restarted process takes over its predecessor's entry instead of
+    /// waiting for it to go.
+    ReuseEntry,
 }
 
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 15] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -80,6 +93,10 @@ impl Bug {
         Bug::WallClockDeadline,
         Bug::FixedIncarnation,
         Bug::LaggingReads,
+        Bug::AdoptBeforeStop,
+        Bug::StartBeforeActive,
+        Bug::RoundFromCounter,
+        Bug::ReuseEntry,
     ];
 
     /// The kebab-case name `--planted` takes.
@@ -96,6 +113,10 @@ impl Bug {
             Bug::WallClockDeadline => "wall-clock-deadline",
             Bug::FixedIncarnation => "fixed-incarnation",
             Bug::LaggingReads => "lagging-reads",
+            Bug::AdoptBeforeStop => "adopt-before-stop",
+            Bug::StartBeforeActive => "start-before-active",
+            Bug::RoundFromCounter => "round-from-counter",
+            Bug::ReuseEntry => "reuse-entry",
         }
     }
 
@@ -113,6 +134,8 @@ impl Bug {
             Bug::WallClockDeadline => "I9",
             Bug::FixedIncarnation => "I10",
             Bug::LaggingReads => "L1",
+            Bug::AdoptBeforeStop | Bug::StartBeforeActive => "K1",
+            Bug::RoundFromCounter | Bug::ReuseEntry => "K2",
         }
     }
 }

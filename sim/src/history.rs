@@ -71,6 +71,12 @@ pub enum Event {
     Fault { action: String },
     /// The node was paused until `until_us`.
     Paused { until_us: u64 },
+    /// A keyed member incarnation started acting for key `k{key}`, fenced
+    /// by `round`.
+    KeyStarted { key: u32, round: u64, incarnation: String },
+    /// It stopped acting for the key: its work saw the context cancelled,
+    /// or the member aborted it.
+    KeyStopped { key: u32, round: u64, incarnation: String },
 }
 
 /// The `ElectorError` message a node records when its campaign returns

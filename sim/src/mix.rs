@@ -142,5 +142,6 @@ pub fn world(seed: u64, bounds: &MixBounds) -> World {
         duration_ms: bounds.duration_ms,
         tick_ms: 10,
         network: Default::default(),
+        keyed: None,
     }
 }

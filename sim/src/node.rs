@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use hoplock::elector::{Policy, Reads};
 use hoplock::entropy::{SeededEntropy, splitmix64};
+use hoplock::keyed::{KeyContext, KeyedWriter};
 use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
@@ -19,7 +20,7 @@ use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
 use crate::history::{Event, History, STOPPED};
 use crate::transport::SimTransport;
-use crate::world::{Api, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
+use crate::world::{Api, KeyedSpec, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
 
 /// Where the fake S3 listens inside the simulation.
 pub const S3_HOST: &str = "s3";
@@ -29,6 +30,8 @@ pub const S3_PORT: u16 = 9000;
 pub const BUCKET: &str = "leases";
 /// The lease key.
 pub const KEY: &str = "election/lease.json";
+/// The membership object's key, in keyed worlds.
+pub const MEMBERS_KEY: &str = "keyed/members.json";
 /// The credentials every node uses.
 pub const ACCESS_KEY: &str = "SIMACCESSKEY";
 /// The matching secret.
@@ -58,6 +61,8 @@ pub struct NodeContext {
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
     /// The simulation's tick: how late a timer may fire.
     pub tick: Duration,
+    /// Set in keyed worlds: the node is a keyed writer.
+    pub keyed: Option<KeyedSpec>,
 }
 
 impl NodeContext {
@@ -85,7 +90,8 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     let ttl = Duration::from_millis(spec.ttl_ms);
     let request_timeout = spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis);
 
-    let mut config = S3Config::new(BUCKET, KEY);
+    let key = if context.keyed.is_some() { MEMBERS_KEY } else { KEY };
+    let mut config = S3Config::new(BUCKET, key);
     config.endpoint = Some(format!("http://{S3_HOST}:{S3_PORT}"));
     config.addressing = Addressing::PathStyle;
     config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
@@ -99,6 +105,9 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     let transport =
         Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
+    if let Some(keyed) = context.keyed.clone() {
+        return run_keyed(&context, &keyed, backend, clock, entropy).await;
+    }
 
     let mut builder = Elector::builder(backend)
         .owner(context.spec.owner.clone().unwrap_or_else(|| name.clone()))
@@ -274,6 +283,110 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                 std::future::pending::<()>().await;
             }
         },
+    }
+}
+
+/// Runs one process of a keyed member until it is crashed: a
+/// [`KeyedWriter`] over the world's keys, whose work records when it starts
+/// and stops each key. A scheduled stop is a graceful leave.
+async fn run_keyed(
+    context: &NodeContext,
+    keyed: &KeyedSpec,
+    backend: S3Backend,
+    clock: Arc<SimClock>,
+    entropy: Arc<SeededEntropy>,
+) -> turmoil::Result {
+    let spec = &context.spec.elector;
+    let ttl = Duration::from_millis(spec.ttl_ms);
+    let name = context.spec.name.clone();
+    let mut builder = KeyedWriter::builder(backend)
+        .id(context.spec.owner.clone().unwrap_or_else(|| name.clone()))
+        .keys((0..keyed.keys).map(|i| format!("k{i}")))
+        .ttl(ttl)
+        .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
+        .drift_bound(spec.drift_bound)
+        .lock_delay(Duration::from_millis(spec.lock_delay_ms))
+        .adoption(keyed.adoption)
+        .clock(clock.clone())
+        .entropy(entropy);
+    if let Some(renew) = spec.renew_ms {
+        builder = builder.renew_interval(Duration::from_millis(renew));
+    }
+    if let Some(read) = keyed.read_interval_ms {
+        builder = builder.read_interval(Duration::from_millis(read));
+    }
+    if let Some(margin) = spec.stop_margin_ms {
+        builder = builder.stop_margin(Duration::from_millis(margin));
+    }
+    let writer = builder.build()?;
+    let leaver = writer.leaver();
+    let mut stop = context.stop.subscribe();
+    tokio::task::spawn_local(async move {
+        if stop.wait_for(|stop| *stop).await.is_ok() {
+            leaver.leave();
+        }
+    });
+    // Key work runs on tokio tasks that must be Send, and the history is
+    // not: the work sends what it saw, stamped with the simulated time,
+    // and a local task records it.
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<(Duration, Event)>();
+    let (history, node) = (context.history.clone(), name.clone());
+    tokio::task::spawn_local(async move {
+        while let Some((at, event)) = received.recv().await {
+            history.record(at, &node, event);
+        }
+    });
+    let work_stop = Duration::from_millis(keyed.work_stop_ms);
+    let result = writer
+        .run(move |ctx| {
+            let acting = Acting::start(events.clone(), &ctx);
+            let clock = clock.clone();
+            async move {
+                use hoplock::clock::Clock;
+                ctx.cancelled().await;
+                // Real work takes a while to wind down; the member waits
+                // for it before the key may move.
+                clock.sleep_until(clock.now() + work_stop).await;
+                drop(acting);
+            }
+        })
+        .await;
+    let event = match result {
+        Ok(()) => Event::ElectorError { message: STOPPED.into() },
+        Err(err) => Event::CampaignEnded { message: err.to_string() },
+    };
+    context.history.record_now(&name, event);
+    std::future::pending().await
+}
+
+/// One key being acted on: recorded when made and when dropped, however
+/// the work ends (seeing the cancellation, or aborted by its member).
+struct Acting {
+    events: tokio::sync::mpsc::UnboundedSender<(Duration, Event)>,
+    key: u32,
+    round: u64,
+    incarnation: String,
+}
+
+impl Acting {
+    fn start(events: tokio::sync::mpsc::UnboundedSender<(Duration, Event)>, ctx: &KeyContext) -> Acting {
+        let key = ctx.key().strip_prefix('k').and_then(|i| i.parse().ok()).unwrap_or(u32::MAX);
+        let (round, incarnation) = (ctx.round().get(), ctx.incarnation().to_owned());
+        let now = turmoil::sim_elapsed().unwrap_or_default();
+        let _ = events.send((now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
+        Acting { events, key, round, incarnation }
+    }
+}
+
+impl Drop for Acting {
+    fn drop(&mut self) {
+        // A crash drops the work with its host; the crash itself closes the
+        // interval then, so a drop outside the simulation's time records
+        // nothing.
+        if let Some(now) = turmoil::sim_elapsed() {
+            let incarnation = std::mem::take(&mut self.incarnation);
+            let _ = self.events.send((now, Event::KeyStopped { key: self.key, round: self.round, incarnation }));
+        }
     }
 }
 

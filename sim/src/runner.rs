@@ -193,6 +193,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             pause,
             stop,
             tick,
+            keyed: world.keyed.clone(),
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
     }
@@ -604,7 +605,7 @@ fn apply(
 }
 
 fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BTreeMap<String, usize>) {
-    if event.bucket != BUCKET || event.key != KEY {
+    if event.bucket != BUCKET || (event.key != KEY && event.key != node::MEMBERS_KEY) {
         return;
     }
     let micros = |instant: hoplock::clock::Instant| instant.as_nanos() / 1000;
@@ -811,7 +812,28 @@ fn checker_context(world: &World) -> Context {
         .longest_latency()
         .saturating_add(Duration::from_millis(world.network.latency_max_ms + world.tick_ms))
         .as_micros() as u64;
+    let keyed = world.keyed.as_ref().map(|keyed| {
+        // P: how often members read the object; R: how often they renew.
+        let (mut read_us, mut ttl_us, mut lock_delay_us, mut rho) = (0u64, 0u64, 0u64, 0f64);
+        for node in &world.nodes {
+            let spec = &node.elector;
+            let renew_ms = spec.renew_ms.unwrap_or(spec.ttl_ms / 3);
+            read_us = read_us.max(keyed.read_interval_ms.unwrap_or(renew_ms) * 1000);
+            ttl_us = ttl_us.max(spec.ttl_ms * 1000);
+            lock_delay_us = lock_delay_us.max(spec.lock_delay_ms * 1000);
+            rho = rho.max(spec.drift_bound);
+        }
+        let rtt_us = 2 * (world.network.latency_max_ms + world.tick_ms) * 1000 + in_flight_us;
+        // The crash bound, TTL·(1+ρ) + 2P + lock-delay + 3 RTT, plus one
+        // more P and five round trips for a restarted member, which joins
+        // only once its predecessor's entry is gone and acts once the
+        // others have adopted its join.
+        let settle_bound_us = (ttl_us as f64 * (1.0 + rho)) as u64 + 3 * read_us + lock_delay_us + 8 * rtt_us;
+        let ids = world.nodes.iter().filter_map(|n| n.owner.clone().map(|id| (n.name.clone(), id))).collect();
+        invariants::KeyedFacts { keys: keyed.keys, ids, settle_bound_us }
+    });
     Context {
+        keyed,
         nodes: world.node_names(),
         handover_bound_us,
         in_flight_us,

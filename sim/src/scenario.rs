@@ -102,6 +102,9 @@ pub struct Scenario {
     /// The fake S3's mode and faults.
     #[serde(default)]
     pub s3: S3Spec,
+    /// Keyed writers instead of electors, sharing this many keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed: Option<crate::world::KeyedSpec>,
     /// The electing nodes.
     pub nodes: Vec<NodeSpec>,
     /// Faults at set times.
@@ -315,6 +318,7 @@ impl Scenario {
             duration_ms: self.duration_ms,
             tick_ms: self.tick_ms,
             network: self.network.clone(),
+            keyed: self.keyed.clone(),
         }
     }
 
@@ -334,6 +338,7 @@ impl Scenario {
             tick_ms: world.tick_ms,
             network: world.network,
             s3: world.s3,
+            keyed: world.keyed,
             nodes: world.nodes,
             schedule: world.schedule,
         }

@@ -30,6 +30,42 @@ pub struct World {
     /// The simulated network between all hosts.
     #[serde(default)]
     pub network: NetworkSpec,
+    /// When set, the nodes are keyed writers sharing keys out over one
+    /// membership object instead of electors of one lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed: Option<KeyedSpec>,
+}
+
+/// A keyed world: every node runs a `hoplock::keyed::KeyedWriter` over the
+/// same keys, with the member timing of its `[nodes.elector]` settings
+/// (TTL, renew interval, request timeout, stop margin, drift bound,
+/// lock-delay).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyedSpec {
+    /// How many keys the members share (`k0`, `k1`, ...).
+    pub keys: u32,
+    /// How often members read the membership object; default the renew
+    /// interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_interval_ms: Option<u64>,
+    /// Whether a key new to a member waits for every member to adopt the
+    /// join that moved it. `false` runs HRW over each member's own list, as
+    /// membership that fails open does; such a world must show two writers.
+    #[serde(default = "yes")]
+    pub adoption: bool,
+    /// How long a key's work takes to stop once its context is cancelled
+    /// (W in the leave bound), in milliseconds.
+    #[serde(default = "default_work_stop_ms")]
+    pub work_stop_ms: u64,
+}
+
+fn default_work_stop_ms() -> u64 {
+    200
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Latency and loss on every link.

@@ -29,6 +29,7 @@ use crate::clock::Instant;
 use crate::elector::drift_shrunk;
 use crate::hrw::{Member, MemberSet, Round};
 use crate::keyed::record::{Change, ChangeKind, Entry, Hash, MAX_MEMBERS, MembershipRecord};
+use crate::planted::{self, Bug};
 
 /// A member's timing, validated by the builder.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +61,10 @@ pub(crate) struct Identity {
     pub hash: Hash,
     /// The view a new membership object starts at.
     pub view_floor: u64,
+    /// Whether a key new to this member waits for the view to be active.
+    /// Always on outside tests: off, a joiner acts on its own list as soon
+    /// as it has one, which is how two members end up writing one key.
+    pub adoption: bool,
 }
 
 /// Where this incarnation is in its life.
@@ -317,10 +322,13 @@ impl Core {
     }
 
     fn may_start_in(&self, record: &MembershipRecord) -> bool {
-        record.is_active()
+        !self.me.adoption || record.is_active() || planted::active(Bug::StartBeforeActive)
     }
 
     fn round_for(&self, view: u64) -> Round {
+        if planted::active(Bug::RoundFromCounter) {
+            return crate::lease::Generation(self.running.len() as u64 + 1);
+        }
         crate::lease::Generation(view)
     }
 
@@ -390,6 +398,21 @@ impl Core {
             Phase::Joining => {
                 if record.hash != self.me.hash {
                     return Err(Refusal::HashMismatch { stored: record.hash });
+                }
+                if record.entry(&self.me.id).is_some_and(|e| e.incarnation == self.incarnation) {
+                    // This incarnation's own entry: a join whose outcome was
+                    // not settled landed after all. It counts from now.
+                    let mut next = record.clone();
+                    if let Some(own) = next.entries.iter_mut().find(|e| e.is(&self.me.id, &self.incarnation)) {
+                        own.nonce = fresh_nonce.clone();
+                        own.adopted = record.view;
+                    }
+                    return Ok(Some(Planned {
+                        kind: WriteKind::Join,
+                        expected,
+                        record: next,
+                        nonce: Some(fresh_nonce),
+                    }));
                 }
                 if record.entry(&self.me.id).is_some() {
                     // A predecessor's entry under this id must go first, by
@@ -561,6 +584,7 @@ mod tests {
             capacity: NonZeroU32::MIN,
             hash: Hash::default(),
             view_floor: 1,
+            adoption: true,
         };
         Core::new(timing(), me, format!("{id}-1"), keys.clone())
     }

@@ -21,11 +21,21 @@ use crate::clock::{Clock, Instant, SystemClock};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
 use crate::hrw::{KeyLease, KeyLeaseError, Leases, Member, Membership, MembershipError, WeightFn};
 use crate::lease::{MAX_OWNER_BYTES, MAX_TTL};
+use crate::planted::{self, Bug};
 
 /// How many times one step re-reads and writes again after its write lost
 /// a race with another member's. Each retry follows a fresh read, so none
 /// is blind; past this the step waits for the next read.
 const WRITE_ATTEMPTS: usize = 6;
+
+/// A fresh incarnation id: random, so a restarted process is never taken
+/// for its predecessor.
+fn new_incarnation(id: &str, entropy: &dyn Entropy) -> String {
+    if planted::active(Bug::ReuseEntry) {
+        return format!("{id}-incarnation");
+    }
+    random_hex(entropy, 16)
+}
 
 /// Builds a [`KeyedWriter`]. Every timing setting has the elector's default
 /// and the same rule: renew interval + request timeout + stop margin must be
@@ -47,6 +57,7 @@ pub struct KeyedWriterBuilder<O> {
     hash: Hash,
     capacity: NonZeroU32,
     view_floor: u64,
+    adoption: bool,
     clock: Option<Arc<dyn Clock>>,
     entropy: Option<Arc<dyn Entropy>>,
 }
@@ -150,6 +161,16 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
         self
     }
 
+    /// Turns off the wait for adoption (feature `testing` only): a member
+    /// then starts every key HRW gives it over its own newest list, as
+    /// membership that fails open does. The simulator uses it to show the
+    /// two writers that follow.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn adoption(mut self, on: bool) -> Self {
+        self.adoption = on;
+        self
+    }
+
     /// The clock (default: the system's).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = Some(clock);
@@ -182,8 +203,9 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
             capacity: self.capacity,
             hash: self.hash,
             view_floor: self.view_floor,
+            adoption: self.adoption,
         };
-        let core = Core::new(timing, me, random_hex(entropy.as_ref(), 16), keys.into());
+        let core = Core::new(timing, me, new_incarnation(&id, entropy.as_ref()), keys.into());
         let (term, _) = watch::channel(Term { cancelled: true, until: Instant::ZERO });
         Ok(KeyedWriter {
             store: self.store,
@@ -358,6 +380,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             hash: Hash::default(),
             capacity: NonZeroU32::MIN,
             view_floor: 1,
+            adoption: true,
             clock: None,
             entropy: None,
         }
@@ -416,6 +439,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     _ => arrived + timing.read_interval,
                 };
                 self.take_in(read, arrived, &mut tasks).await;
+                if planted::active(Bug::AdoptBeforeStop) {
+                    self.write(&mut tasks).await?;
+                }
                 self.stop_moved(&mut tasks).await;
                 self.write(&mut tasks).await?;
             }
@@ -520,7 +546,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             Observed::Removed => {
                 warn!(member = %self.shared.id, "this member's entry was removed; stopping every key and joining again as a new incarnation");
                 self.stop_all(tasks).await;
-                let incarnation = random_hex(self.entropy.as_ref(), 16);
+                let incarnation = new_incarnation(&self.shared.id, self.entropy.as_ref());
                 self.shared.core().reincarnate(incarnation);
             }
         }
@@ -600,7 +626,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     )));
                 }
             };
-            if !self.send(planned).await? {
+            if !self.send(planned, tasks).await? {
                 let (read, arrived) = self.read().await;
                 self.take_in(read, arrived, tasks).await;
                 self.stop_moved(tasks).await;
@@ -610,7 +636,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     }
 
     /// Sends one write; `Ok(true)` when it landed and the core knows.
-    async fn send(&self, planned: Planned) -> Result<bool, KeyedError> {
+    async fn send(&self, planned: Planned, tasks: &mut Tasks) -> Result<bool, KeyedError> {
         let timeout = self.timing().request_timeout;
         let sent_at = self.now();
         let bytes = planned.record.encode();
@@ -640,14 +666,14 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 };
                 warn!(member = %self.shared.id, kind = ?planned.kind, %reason, "write outcome unknown; reading back");
                 let (read, read_at) = self.read().await;
-                if let Read::Found(record, version) = read {
-                    let mut core = self.shared.core();
-                    core.observe(Some((record, version)), read_at);
-                    if core.settle(&planned, sent_at, arrived) {
-                        drop(core);
-                        self.publish_term();
-                        return Ok(true);
-                    }
+                let found = matches!(read, Read::Found(..));
+                // Through take_in, so that a read-back showing this
+                // incarnation's entry gone ends it like any other read.
+                self.take_in(read, read_at, tasks).await;
+                let landed = found && self.shared.core().settle(&planned, sent_at, arrived);
+                if landed {
+                    self.publish_term();
+                    return Ok(true);
                 }
                 if planned.kind == WriteKind::Leave {
                     self.shared.core().finish();
@@ -707,7 +733,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             self.take_in(read, arrived, tasks).await;
             let plan = self.shared.core().plan(self.now(), String::new());
             let Ok(Some(planned)) = plan else { break };
-            if self.send(planned).await? || self.shared.core().phase == super::core::Phase::Finished {
+            if self.send(planned, tasks).await? || self.shared.core().phase == super::core::Phase::Finished {
                 break;
             }
         }

@@ -15,6 +15,10 @@ pub mod action_skipped;
 pub mod belief_overlap;
 pub mod campaign_ended;
 pub mod events_truthful;
+pub mod keyed_acting;
+pub mod keyed_one_writer;
+pub mod keyed_rounds;
+pub mod keyed_settled;
 pub mod linearizable;
 pub mod liveness;
 pub mod lock_delay;
@@ -57,6 +61,14 @@ pub enum Property {
     /// L5: the elector's events announce and end each term once, and the
     /// loss reasons they give are true of the run.
     EventsTruthful,
+    /// K1: per key, at most one member incarnation acts at any instant.
+    KeyedOneWriter,
+    /// K2: no (key, round) is started by two incarnations, and per key
+    /// rounds only rise from one holder to the next.
+    KeyedRounds,
+    /// K3: after churn stops, every key has exactly one acting owner, the
+    /// HRW owner over the live members, within the keyed crash bound.
+    KeyedSettled,
 }
 
 impl Property {
@@ -76,6 +88,9 @@ impl Property {
             Property::ObserveTruthful => "observe-truthful",
             Property::StopHonoured => "stop-honoured",
             Property::EventsTruthful => "events-truthful",
+            Property::KeyedOneWriter => "keyed-one-writer",
+            Property::KeyedRounds => "keyed-rounds",
+            Property::KeyedSettled => "keyed-settled",
         }
     }
 
@@ -91,6 +106,7 @@ impl Property {
                 | Property::ObserveTruthful
                 | Property::StopHonoured
                 | Property::EventsTruthful
+                | Property::KeyedSettled
         )
     }
 
@@ -110,11 +126,14 @@ impl Property {
             Property::ObserveTruthful => "a follower's observe() reported something the store never held",
             Property::StopHonoured => "a stopped elector started a term",
             Property::EventsTruthful => "an elector's events misreported a term",
+            Property::KeyedOneWriter => "two members acted for one key at once",
+            Property::KeyedRounds => "a key's round was reused or went down",
+            Property::KeyedSettled => "keys did not settle on their HRW owners in time",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 13] = [
+    pub const ALL: [Property; 16] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -128,6 +147,9 @@ impl Property {
         Property::ObserveTruthful,
         Property::StopHonoured,
         Property::EventsTruthful,
+        Property::KeyedOneWriter,
+        Property::KeyedRounds,
+        Property::KeyedSettled,
     ];
 }
 
@@ -198,6 +220,27 @@ pub struct Context {
     /// Whether reads return the current version (every provider mode but
     /// `stale-reads`).
     pub reads_current: bool,
+    /// Set in keyed worlds.
+    pub keyed: Option<KeyedFacts>,
+}
+
+/// What the keyed checkers need to know.
+#[derive(Clone, Debug, Default)]
+pub struct KeyedFacts {
+    /// How many keys (`k0`...).
+    pub keys: u32,
+    /// Member ids of nodes whose id is not their name: (node, id).
+    pub ids: Vec<(String, String)>,
+    /// How long after the last membership change every key must have
+    /// settled on its HRW owner, in µs.
+    pub settle_bound_us: u64,
+}
+
+impl KeyedFacts {
+    /// The member id node `node` runs under.
+    pub fn id_of<'a>(&'a self, node: &'a str) -> &'a str {
+        self.ids.iter().find(|(n, _)| n == node).map_or(node, |(_, id)| id.as_str())
+    }
 }
 
 impl Context {
@@ -252,6 +295,17 @@ pub struct NodeFacts {
 /// Runs every checker.
 pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     let mut violations = Vec::new();
+    if context.keyed.is_some() {
+        // Keyed members hold no election lease: the lease checkers have
+        // nothing to read, and the keyed ones replace them.
+        keyed_one_writer::check(entries, &mut violations);
+        keyed_rounds::check(entries, &mut violations);
+        keyed_settled::check(entries, context, &mut violations);
+        campaign_ended::check(entries, &mut violations);
+        action_skipped::check(entries, &mut violations);
+        violations.sort_by_key(|violation| (violation.at_us, violation.property));
+        return violations;
+    }
     one_holder_per_generation::check(entries, &mut violations);
     monotone_fencing::check(entries, &mut violations);
     belief_overlap::check(entries, context, &mut violations);

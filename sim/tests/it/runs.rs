@@ -134,6 +134,7 @@ fn offset_world(policy: PolicySpec) -> World {
         duration_ms: 60_000,
         tick_ms: 10,
         network: Default::default(),
+        keyed: None,
     };
     // A contender whose wall clock is two minutes ahead: far beyond the
     // seed's (zero) margin, and irrelevant to ours.
@@ -187,7 +188,15 @@ fn plain_world(schedule: Vec<Scheduled>) -> World {
             workload: Default::default(),
         })
         .collect();
-    World { nodes, s3: Default::default(), schedule, duration_ms: 60_000, tick_ms: 10, network: Default::default() }
+    World {
+        nodes,
+        s3: Default::default(),
+        schedule,
+        duration_ms: 60_000,
+        tick_ms: 10,
+        network: Default::default(),
+        keyed: None,
+    }
 }
 
 /// The node leading at `at_ms` in an undisturbed run of `world` (the same

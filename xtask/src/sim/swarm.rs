@@ -247,6 +247,7 @@ pub fn world_strategy(mode: Option<ProviderMode>) -> impl Strategy<Value = World
                 duration_ms,
                 tick_ms: 10,
                 network: NetworkSpec::default(),
+                keyed: None,
             }
         },
     )

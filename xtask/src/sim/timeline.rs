@@ -863,6 +863,7 @@ mod tests {
             duration_ms,
             tick_ms: 10,
             network: Default::default(),
+            keyed: None,
         }
     }
 

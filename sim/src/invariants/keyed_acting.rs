@@ -1,0 +1,96 @@
+//! The acting intervals of keyed members, as their work logged them: the
+//! shared reading of the history behind every keyed checker.
+
+use std::collections::BTreeMap;
+
+use crate::history::{Entry, Event};
+
+/// One member incarnation acting for one key, from its start to its stop,
+/// its node's crash, or the end of the run (`u64::MAX` while open).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acting {
+    pub node: String,
+    pub incarnation: String,
+    pub key: u32,
+    pub round: u64,
+    pub start_us: u64,
+    pub stop_us: u64,
+}
+
+impl Acting {
+    /// Whether it was still acting when the history ends.
+    pub fn is_open(&self) -> bool {
+        self.stop_us == u64::MAX
+    }
+}
+
+/// Every acting interval, per key in key order, each key's in start order.
+pub fn intervals(entries: &[Entry]) -> BTreeMap<u32, Vec<Acting>> {
+    let mut by_key: BTreeMap<u32, Vec<Acting>> = BTreeMap::new();
+    // Open intervals by (node, key): an incarnation runs a key at most once
+    // at a time, and one node runs one incarnation at a time.
+    let mut open: BTreeMap<(String, u32), usize> = BTreeMap::new();
+    for entry in entries {
+        match &entry.event {
+            Event::KeyStarted { key, round, incarnation } => {
+                let intervals = by_key.entry(*key).or_default();
+                open.insert((entry.node.clone(), *key), intervals.len());
+                intervals.push(Acting {
+                    node: entry.node.clone(),
+                    incarnation: incarnation.clone(),
+                    key: *key,
+                    round: *round,
+                    start_us: entry.at_us,
+                    stop_us: u64::MAX,
+                });
+            }
+            Event::KeyStopped { key, .. } => {
+                if let Some(index) = open.remove(&(entry.node.clone(), *key)) {
+                    by_key.get_mut(key).expect("opened above")[index].stop_us = entry.at_us;
+                }
+            }
+            Event::Crashed => {
+                let node = entry.node.clone();
+                let closing: Vec<(String, u32)> = open.keys().filter(|(n, _)| *n == node).cloned().collect();
+                for slot in closing {
+                    let index = open.remove(&slot).expect("listed above");
+                    by_key.get_mut(&slot.1).expect("opened above")[index].stop_us = entry.at_us;
+                }
+            }
+            _ => {}
+        }
+    }
+    for intervals in by_key.values_mut() {
+        intervals.sort_by_key(|acting| acting.start_us);
+    }
+    by_key
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::invariants::test_support::at;
+
+    pub fn started(ms: u64, node: &str, key: u32, round: u64) -> Entry {
+        at(ms, node, Event::KeyStarted { key, round, incarnation: format!("{node}-1") })
+    }
+
+    pub fn stopped(ms: u64, node: &str, key: u32, round: u64) -> Entry {
+        at(ms, node, Event::KeyStopped { key, round, incarnation: format!("{node}-1") })
+    }
+
+    #[test]
+    fn intervals_close_at_the_stop_or_the_crash_and_stay_open_otherwise() {
+        let entries = [
+            started(0, "a", 1, 1),
+            started(0, "a", 2, 1),
+            started(0, "b", 3, 1),
+            stopped(5, "a", 1, 1),
+            at(7, "a", Event::Crashed),
+        ];
+        let found = intervals(&entries);
+        assert_eq!(found[&1][0].stop_us, 5_000);
+        assert_eq!(found[&2][0].stop_us, 7_000);
+        assert!(found[&3][0].is_open());
+    }
+}
