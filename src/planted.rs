@@ -76,12 +76,15 @@ pub enum Bug {
     /// restarted process takes over its predecessor's entry instead of
     /// waiting for it to go.
     ReuseEntry,
+    /// K1: a read of an older view replaces the newest one read, so a key
+    /// that moved away runs again under the older view.
+    ResumeOlderView,
 }
 
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -97,6 +100,7 @@ impl Bug {
         Bug::StartBeforeActive,
         Bug::RoundFromCounter,
         Bug::ReuseEntry,
+        Bug::ResumeOlderView,
     ];
 
     /// The kebab-case name `--planted` takes.
@@ -117,6 +121,7 @@ impl Bug {
             Bug::StartBeforeActive => "start-before-active",
             Bug::RoundFromCounter => "round-from-counter",
             Bug::ReuseEntry => "reuse-entry",
+            Bug::ResumeOlderView => "resume-older-view",
         }
     }
 
@@ -134,7 +139,7 @@ impl Bug {
             Bug::WallClockDeadline => "I9",
             Bug::FixedIncarnation => "I10",
             Bug::LaggingReads => "L1",
-            Bug::AdoptBeforeStop | Bug::StartBeforeActive => "K1",
+            Bug::AdoptBeforeStop | Bug::StartBeforeActive | Bug::ResumeOlderView => "K1",
             Bug::RoundFromCounter | Bug::ReuseEntry => "K2",
         }
     }

@@ -77,6 +77,10 @@ pub enum Event {
     /// It stopped acting for the key: its work saw the context cancelled,
     /// or the member aborted it.
     KeyStopped { key: u32, round: u64, incarnation: String },
+    /// A write of the membership object applied: the view it made, the
+    /// member ids it lists, and the change that made it (`join`, `leave`,
+    /// `evict`) with the entry concerned.
+    View { view: u64, members: Vec<String>, change: String, entry: String },
 }
 
 /// The `ElectorError` message a node records when its campaign returns

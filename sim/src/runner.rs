@@ -22,6 +22,7 @@ use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
+use hoplock::keyed::MembershipRecord;
 
 /// The longest run a world may ask for: a week of simulated time.
 pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -89,6 +90,9 @@ pub struct Stats {
     pub overlap_pairs_unchecked: usize,
     /// Simulated leader-time, in hours.
     pub leader_hours: f64,
+    /// In keyed worlds, simulated member-time (every member process from
+    /// its start to its crash, its leave or the end of the run), in hours.
+    pub member_hours: f64,
     /// Reads per TTL per follower over the steady part of the run, retries
     /// included ([`crate::follower_reads`]); `None` when nobody followed
     /// for a TTL there.
@@ -647,8 +651,17 @@ fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BT
         ended_us: micros(event.ended),
         reply_dropped: !answered,
     };
-    let at = event.applied_at.unwrap_or(event.ended);
-    history.record(Duration::from_micros(micros(at)), S3_HOST, Event::Store(op));
+    let at = Duration::from_micros(micros(event.applied_at.unwrap_or(event.ended)));
+    history.record(at, S3_HOST, Event::Store(op));
+    if event.key == node::MEMBERS_KEY
+        && is_write
+        && applied
+        && let Some(record) = event.body.as_ref().and_then(|body| MembershipRecord::decode(body).ok())
+    {
+        let members = record.entries.iter().map(|entry| entry.id.clone()).collect();
+        let change = format!("{:?}", record.change.kind).to_lowercase();
+        history.record(at, S3_HOST, Event::View { view: record.view, members, change, entry: record.change.id });
+    }
 }
 
 /// The record a write stored, if the body is a record.
@@ -867,6 +880,29 @@ fn failure_probability(world: &World) -> f64 {
 /// node recording that its campaign returned `Stopped`. A stop still
 /// unanswered when the node is restarted or crashed, or the run ends,
 /// counts until then.
+/// Time every node process ran, from its start to its crash, its
+/// campaign's end (a keyed member's leave) or `end_us`, in µs.
+fn member_us(entries: &[Entry], end_us: u64) -> u64 {
+    let mut running: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0;
+    for entry in entries {
+        match &entry.event {
+            Event::Started { .. } => {
+                running.insert(entry.node.as_str(), entry.at_us);
+            }
+            Event::Crashed | Event::ElectorError { .. } | Event::CampaignEnded { .. } => {
+                let ends = matches!(&entry.event, Event::ElectorError { message } if message == STOPPED)
+                    || !matches!(entry.event, Event::ElectorError { .. });
+                if ends && let Some(start) = running.remove(entry.node.as_str()) {
+                    total += entry.at_us.min(end_us).saturating_sub(start);
+                }
+            }
+            _ => {}
+        }
+    }
+    total + running.values().map(|start| end_us.saturating_sub(*start)).sum::<u64>()
+}
+
 fn stop_latencies(entries: &[Entry], end_us: u64) -> Vec<u64> {
     let mut latencies = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
@@ -930,6 +966,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         liveness_windows: invariants::liveness::windows(entries, context),
         overlap_pairs_unchecked: invariants::belief_overlap::unchecked_pairs(entries, context),
         leader_hours: leader_us as f64 / 3.6e9,
+        member_hours: if world.keyed.is_some() { member_us(entries, context.end_us) as f64 / 3.6e9 } else { 0.0 },
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
     }
 }

@@ -230,7 +230,7 @@ impl Core {
             return if self.highest_view > 0 { Observed::Vanished } else { Observed::Current };
         };
         let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
-        if record.view < newest_view {
+        if record.view < newest_view && !planted::active(Bug::ResumeOlderView) {
             // A stale read: it may only make this member act later, so it is
             // not used at all.
             return Observed::Current;

@@ -16,9 +16,11 @@ pub mod belief_overlap;
 pub mod campaign_ended;
 pub mod events_truthful;
 pub mod keyed_acting;
+pub mod keyed_moves;
 pub mod keyed_one_writer;
 pub mod keyed_rounds;
 pub mod keyed_settled;
+pub mod keyed_term;
 pub mod linearizable;
 pub mod liveness;
 pub mod lock_delay;
@@ -69,6 +71,11 @@ pub enum Property {
     /// K3: after churn stops, every key has exactly one acting owner, the
     /// HRW owner over the live members, within the keyed crash bound.
     KeyedSettled,
+    /// K4: no key is acted on after its member's term ended.
+    KeyedTerm,
+    /// K5: a view change moves exactly the keys HRW predicts, and a key is
+    /// started only by its owner in its round's view.
+    KeyedMoves,
 }
 
 impl Property {
@@ -91,6 +98,8 @@ impl Property {
             Property::KeyedOneWriter => "keyed-one-writer",
             Property::KeyedRounds => "keyed-rounds",
             Property::KeyedSettled => "keyed-settled",
+            Property::KeyedTerm => "keyed-term",
+            Property::KeyedMoves => "keyed-moves",
         }
     }
 
@@ -129,11 +138,13 @@ impl Property {
             Property::KeyedOneWriter => "two members acted for one key at once",
             Property::KeyedRounds => "a key's round was reused or went down",
             Property::KeyedSettled => "keys did not settle on their HRW owners in time",
+            Property::KeyedTerm => "a member acted for a key after its term ended",
+            Property::KeyedMoves => "keys moved that HRW did not move, or started off their owner",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 16] = [
+    pub const ALL: [Property; 18] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -150,6 +161,8 @@ impl Property {
         Property::KeyedOneWriter,
         Property::KeyedRounds,
         Property::KeyedSettled,
+        Property::KeyedTerm,
+        Property::KeyedMoves,
     ];
 }
 
@@ -301,6 +314,8 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
         keyed_one_writer::check(entries, &mut violations);
         keyed_rounds::check(entries, &mut violations);
         keyed_settled::check(entries, context, &mut violations);
+        keyed_term::check(entries, context, &mut violations);
+        keyed_moves::check(entries, context, &mut violations);
         campaign_ended::check(entries, &mut violations);
         action_skipped::check(entries, &mut violations);
         violations.sort_by_key(|violation| (violation.at_us, violation.property));

@@ -83,6 +83,11 @@ pub struct Faults {
     /// write sees the old version, short enough that it settles within one
     /// lease TTL.
     pub stale_read_window_ms: u64,
+    /// In the `stale-reads` mode, the chance that a GET is stale at all;
+    /// the others return the current version. Default 1: every read lags by
+    /// the window. Less makes a client's reads jump back and forth in
+    /// time, as reads served by replicas that lag by different amounts do.
+    pub stale_read_chance: f64,
 }
 
 impl Default for Faults {
@@ -93,6 +98,7 @@ impl Default for Faults {
             delete: OpFaults::default(),
             conflict_409_on_overlap: false,
             stale_read_window_ms: 1000,
+            stale_read_chance: 1.0,
         }
     }
 }
@@ -182,6 +188,9 @@ pub enum FaultsError {
     /// The stale-read window is longer than [`MAX_STALE_READ_WINDOW_MS`].
     #[error("stale_read_window_ms must be at most {MAX_STALE_READ_WINDOW_MS}, got {0}")]
     StaleReadWindow(u64),
+    /// The chance of a stale read is not within 0..=1.
+    #[error("stale_read_chance must be within 0..=1, got {0}")]
+    StaleReadChance(f64),
 }
 
 impl Faults {
@@ -230,6 +239,9 @@ impl Faults {
         }
         if self.stale_read_window_ms > MAX_STALE_READ_WINDOW_MS {
             return Err(FaultsError::StaleReadWindow(self.stale_read_window_ms));
+        }
+        if !(0.0..=1.0).contains(&self.stale_read_chance) {
+            return Err(FaultsError::StaleReadChance(self.stale_read_chance));
         }
         Ok(())
     }

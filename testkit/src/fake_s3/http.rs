@@ -682,9 +682,14 @@ impl FakeS3 {
     }
 
     fn read(&self, req: &ObjectRequest, conditions: &Conditions) -> Applied {
+        // Drawn only when reads are stale by chance, so that worlds whose
+        // every read lags keep the random sequence they always had.
+        let chance = self.inner.faults.stale_read_chance;
+        let stale =
+            self.inner.mode == ProviderMode::StaleReads && (chance >= 1.0 || lock(&self.inner.rng).chance(chance));
         let store = lock(&self.inner.store);
         let applied_at = Some(self.inner.clock.now());
-        let result = if self.inner.mode == ProviderMode::StaleReads {
+        let result = if stale {
             let window = self.inner.faults.stale_read_window();
             let now = self.inner.clock.wall();
             let then = now.checked_sub(window).unwrap_or(SystemTime::UNIX_EPOCH);

@@ -36,7 +36,15 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         let failover = failover(&outcome.reports);
         let requests: usize = outcome.reports.iter().map(|report| report.stats.s3_requests).sum();
         let leader_hours: f64 = outcome.reports.iter().map(|report| report.stats.leader_hours).sum();
-        let per_hour = if leader_hours > 0.0 { format!("{:.0}", requests as f64 / leader_hours) } else { "-".into() };
+        let member_hours: f64 = outcome.reports.iter().map(|report| report.stats.member_hours).sum();
+        // Keyed worlds have no leader: their cost is per member-hour.
+        let per_hour = if leader_hours > 0.0 {
+            format!("{:.0}", requests as f64 / leader_hours)
+        } else if member_hours > 0.0 {
+            format!("{:.0} /member-h", requests as f64 / member_hours)
+        } else {
+            "-".into()
+        };
         let sim: f64 = outcome.reports.iter().map(|report| report.stats.simulated_secs).sum();
         let cpu: f64 = outcome.reports.iter().map(|report| report.stats.cpu_secs).sum();
         (total_sim, total_cpu, total_runs) = (total_sim + sim, total_cpu + cpu, total_runs + runs);

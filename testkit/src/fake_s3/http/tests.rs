@@ -398,6 +398,25 @@ async fn stale_reads_lag_by_the_window() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn stale_reads_by_chance_mix_old_and_current_versions() {
+    let faults = Faults { stale_read_window_ms: 500, stale_read_chance: 0.5, ..Faults::default() };
+    let (s3, clock) = fake(ProviderMode::StaleReads, faults);
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await;
+    tokio::time::advance(Duration::from_millis(600)).await;
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "two")).await;
+    let mut bodies = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        bodies.insert(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body().clone());
+    }
+    assert_eq!(bodies, [Bytes::from("one"), Bytes::from("two")].into(), "some reads lag, some do not");
+    let never = Faults { stale_read_chance: 0.0, ..Faults::default() };
+    let (s3, clock) = fake(ProviderMode::StaleReads, never);
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await;
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "one");
+    assert!(Faults { stale_read_chance: 1.5, ..Faults::default() }.validate().is_err());
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_ambiguous_success_is_applied_and_the_reply_dropped() {
     let faults = Faults::everywhere(OpFaults { ambiguous_success_rate: 1.0, ..OpFaults::default() });
     let (s3, clock) = fake(ProviderMode::Honest, faults);

@@ -1,0 +1,129 @@
+//! On a join or a leave, exactly the keys HRW predicts move, and a key is
+//! started only by its owner in the view its round names.
+//!
+//! The store records every view written: the view generation, its member
+//! ids and the change that made it. Between two successive views, the keys
+//! whose HRW owner changes must be exactly those the joiner wins, or those
+//! the removed member held. And since a round is the view in which its
+//! holder started the key, every start must be by the key's owner in that
+//! view.
+
+use std::collections::BTreeMap;
+
+use hoplock::hrw::{Member, MemberSet};
+
+use super::keyed_acting::intervals;
+use super::{Context, Property, Violation};
+use crate::history::{Entry, Event};
+
+/// Reports the first view change that moved the wrong keys, and the first
+/// start of each key by a member that did not own it in its round's view.
+pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+    let Some(keyed) = &context.keyed else { return };
+    let mut views: BTreeMap<u64, (u64, Vec<String>, String, String)> = BTreeMap::new();
+    for entry in entries {
+        if let Event::View { view, members, change, entry: concerned } = &entry.event {
+            views.entry(*view).or_insert((entry.at_us, members.clone(), change.clone(), concerned.clone()));
+        }
+    }
+    let sets: BTreeMap<u64, MemberSet> = views
+        .iter()
+        .map(|(view, (_, ids, _, _))| (*view, MemberSet::new(ids.iter().map(|id| Member::new(id, "")))))
+        .collect();
+    let keys: Vec<String> = (0..keyed.keys).map(|k| format!("k{k}")).collect();
+    for ((&before, old), (&after, new)) in sets.iter().zip(sets.iter().skip(1)) {
+        if after != before + 1 {
+            continue;
+        }
+        let (at_us, _, change, concerned) = &views[&after];
+        let moved: Vec<&String> = keys.iter().filter(|k| old.owner(k.as_str()) != new.owner(k.as_str())).collect();
+        let predicted: Vec<&String> = match change.as_str() {
+            "join" => keys.iter().filter(|k| new.is_owner(k.as_str(), concerned)).collect(),
+            _ => keys.iter().filter(|k| old.is_owner(k.as_str(), concerned)).collect(),
+        };
+        if moved != predicted {
+            let extra =
+                moved.iter().find(|k| !predicted.contains(k)).or_else(|| predicted.iter().find(|k| !moved.contains(k)));
+            violations.push(Violation {
+                property: Property::KeyedMoves,
+                at_us: *at_us,
+                nodes: vec![concerned.clone()],
+                generation: Some(after),
+                detail: format!(
+                    "view {after} ({change} of {concerned}) moved {} keys where HRW predicts {}; first differing: {}",
+                    moved.len(),
+                    predicted.len(),
+                    extra.map_or("-", |k| k.as_str())
+                ),
+            });
+            break;
+        }
+    }
+    for (key, all) in intervals(entries) {
+        for acting in &all {
+            let Some(set) = sets.get(&acting.round) else { continue };
+            let owner = set.owner(format!("k{key}")).map(|m| m.id.clone());
+            if owner.as_deref() != Some(keyed.id_of(&acting.node)) {
+                violations.push(Violation {
+                    property: Property::KeyedMoves,
+                    at_us: acting.start_us,
+                    nodes: vec![acting.node.clone()],
+                    generation: Some(acting.round),
+                    detail: format!(
+                        "{} started k{key} at round {}, but view {} gives it to {}",
+                        acting.node,
+                        acting.round,
+                        acting.round,
+                        owner.as_deref().unwrap_or("nobody")
+                    ),
+                });
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invariants::KeyedFacts;
+    use crate::invariants::keyed_acting::tests::started;
+    use crate::invariants::test_support::at;
+
+    fn view(ms: u64, view: u64, members: &[&str], change: &str, entry: &str) -> Entry {
+        let members = members.iter().map(|m| m.to_string()).collect();
+        at(ms, "s3", Event::View { view, members, change: change.into(), entry: entry.into() })
+    }
+
+    fn context() -> Context {
+        Context { keyed: Some(KeyedFacts { keys: 200, ..KeyedFacts::default() }), ..Context::default() }
+    }
+
+    #[test]
+    fn a_view_that_changes_two_members_at_once_is_reported() {
+        let bad = [view(0, 1, &["a", "b"], "join", "b"), view(10, 2, &["a", "c", "d"], "join", "d")];
+        let mut found = Vec::new();
+        check(&bad, &context(), &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("view 2 (join of d)"), "{}", found[0].detail);
+        let good = [
+            view(0, 1, &["a", "b"], "join", "b"),
+            view(10, 2, &["a", "b", "c"], "join", "c"),
+            view(20, 3, &["a", "c"], "leave", "b"),
+        ];
+        let mut found = Vec::new();
+        check(&good, &context(), &mut found);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_start_by_a_member_that_does_not_own_the_key_in_its_rounds_view_is_reported() {
+        let set = MemberSet::new([Member::new("a", ""), Member::new("b", "")]);
+        let key = (0..200).find(|k| set.is_owner(format!("k{k}"), "b")).unwrap();
+        let bad = [view(0, 1, &["a", "b"], "join", "b"), started(5, "a", key, 1)];
+        let mut found = Vec::new();
+        check(&bad, &context(), &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("gives it to b"), "{}", found[0].detail);
+    }
+}
