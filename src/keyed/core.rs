@@ -152,8 +152,13 @@ pub(crate) struct Core {
     /// the response that first showed it arrived.
     watched: BTreeMap<(String, String), (String, Instant)>,
     /// No key new to this member starts before this instant (lock-delay
-    /// after an eviction, and the wait after creating the object).
+    /// after a view that may follow an eviction, and the wait after
+    /// creating the object).
     hold_new_until: Instant,
+    /// A member that created the object adopts no view before this instant,
+    /// so that no view of the new object is active, for any member, until
+    /// the members of a deleted predecessor have stopped.
+    withhold_adoption_until: Instant,
     /// The keys this incarnation is running, with their rounds.
     running: BTreeMap<String, Round>,
     /// The keys it owns in the newest view, in key order.
@@ -178,6 +183,7 @@ impl Core {
             last_sent: None,
             watched: BTreeMap::new(),
             hold_new_until: Instant::ZERO,
+            withhold_adoption_until: Instant::ZERO,
             running: BTreeMap::new(),
             owned: Vec::new(),
             keys,
@@ -222,11 +228,17 @@ impl Core {
         self.term_end().is_some_and(|end| now < end)
     }
 
+    /// Whether the object was found missing after a view was seen: the
+    /// member then acts for nothing, term or not, until a view is back.
+    pub fn vanished(&self) -> bool {
+        self.version.is_none() && self.highest_view > 0
+    }
+
     /// Takes in a read: `None` when the object is missing.
     pub fn observe(&mut self, read: Option<(MembershipRecord, Version)>, arrived: Instant) -> Observed {
         let Some((record, version)) = read else {
             self.version = None;
-            self.saw_missing();
+            self.read_missing = true;
             return if self.highest_view > 0 { Observed::Vanished } else { Observed::Current };
         };
         let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
@@ -254,9 +266,10 @@ impl Core {
 
     /// Keys may come from an evicted member, whose unfenced requests may
     /// still be in flight: new keys wait the lock-delay (I5). A view that
-    /// skipped some could hide an eviction, so it is held back too.
+    /// skipped some could hide an eviction, and so could the first view a
+    /// member reads, so both are held back too.
     fn hold_after_eviction(&mut self, newest_view: u64, record: &MembershipRecord, arrived: Instant) {
-        let jumped = newest_view > 0 && record.view > newest_view + 1;
+        let jumped = newest_view == 0 || record.view > newest_view.saturating_add(1);
         if record.view > newest_view && (record.change.kind == ChangeKind::Evict || jumped) {
             self.hold_new_until = self.hold_new_until.max(arrived + self.timing.lock_delay);
         }
@@ -299,7 +312,7 @@ impl Core {
     /// does not hold or it is no longer a member, else those it does not own
     /// in the newest view.
     pub fn to_stop(&self, now: Instant) -> Vec<String> {
-        if !self.term_holds(now) {
+        if !self.term_holds(now) || self.vanished() {
             return self.running.keys().cloned().collect();
         }
         let Some(seen) = &self.newest else { return self.running.keys().cloned().collect() };
@@ -314,7 +327,7 @@ impl Core {
     /// running, and only when that view is active.
     pub fn to_start(&self, now: Instant) -> Vec<(String, Round)> {
         let Some(seen) = &self.newest else { return Vec::new() };
-        if !self.term_holds(now) || now < self.hold_new_until || !self.may_start_in(&seen.record) {
+        if !self.term_holds(now) || self.vanished() || now < self.hold_new_until || !self.may_start_in(&seen.record) {
             return Vec::new();
         }
         let round = self.round_for(seen.record.view);
@@ -336,8 +349,8 @@ impl Core {
         self.running.insert(key, round);
     }
 
-    /// When something becomes due without a read: the next start once a
-    /// lock-delay ends, or an eviction.
+    /// The instant before which no key new to this member starts: the end
+    /// of a lock-delay or of the wait after creating the object.
     pub fn hold_new_until(&self) -> Instant {
         self.hold_new_until
     }
@@ -345,11 +358,34 @@ impl Core {
     /// The earliest instant an entry this member watches may be evicted.
     pub fn next_eviction(&self) -> Option<Instant> {
         let seen = self.newest.as_ref()?;
-        seen.record
-            .entries
-            .iter()
-            .filter_map(|e| self.watched.get(&(e.id.clone(), e.incarnation.clone())).map(|(_, since)| *since + e.ttl()))
-            .min()
+        seen.record.entries.iter().filter_map(|e| self.eviction_due(e)).min()
+    }
+
+    /// When `entry` may be evicted: its TTL after the response that first
+    /// showed its current nonce. `None` for entries this member does not
+    /// watch (its own).
+    fn eviction_due(&self, entry: &Entry) -> Option<Instant> {
+        self.watched.get(&(entry.id.clone(), entry.incarnation.clone())).map(|(_, since)| *since + entry.ttl())
+    }
+
+    fn evictable_at(&self, entry: &Entry, now: Instant) -> bool {
+        self.eviction_due(entry).is_some_and(|due| now >= due)
+    }
+
+    /// Whether a write is due without waiting for the next read: a
+    /// renewal, an eviction, or an adoption that was held back.
+    pub fn write_due(&self, now: Instant) -> bool {
+        let adoption_due = matches!(self.phase, Phase::Member { .. })
+            && now >= self.withhold_adoption_until
+            && self.newest.as_ref().is_some_and(|seen| {
+                seen.record
+                    .entry(&self.me.id)
+                    .is_some_and(|e| e.is(&self.me.id, &self.incarnation) && e.adopted < seen.record.view)
+            })
+            && self.to_stop(now).is_empty();
+        adoption_due
+            || self.renewal_due().is_some_and(|due| now >= due)
+            || self.next_eviction().is_some_and(|due| now >= due)
     }
 
     /// When this member's next renewal is due.
@@ -362,11 +398,6 @@ impl Core {
         }
     }
 
-    /// Marks that a read found no object.
-    fn saw_missing(&mut self) {
-        self.read_missing = true;
-    }
-
     /// The write to send now, if any. `fresh_nonce` is used for this
     /// member's entry.
     pub fn plan(&self, now: Instant, fresh_nonce: String) -> Result<Option<Planned>, Refusal> {
@@ -375,16 +406,16 @@ impl Core {
             // only after a read said it is missing.
             if self.phase == Phase::Joining && self.highest_view == 0 && self.read_missing {
                 let view = self.me.view_floor.max(1);
-                let record = MembershipRecord::first(view, self.me.hash, self.own_entry(fresh_nonce.clone(), view));
+                // Adopted nothing yet: the view stays inactive until the
+                // creator's wait is over (see `confirm`).
+                let record = MembershipRecord::first(view, self.me.hash, self.own_entry(fresh_nonce.clone(), 0));
                 return Ok(Some(Planned { kind: WriteKind::Create, expected: None, record, nonce: Some(fresh_nonce) }));
             }
             return Ok(None);
         };
         let record = &seen.record;
         let expected = self.version.clone();
-        let evictable = record.entries.iter().find(|e| {
-            self.watched.get(&(e.id.clone(), e.incarnation.clone())).is_some_and(|(_, since)| now >= *since + e.ttl())
-        });
+        let evictable = record.entries.iter().find(|e| self.evictable_at(e, now));
         match self.phase {
             Phase::Finished => Ok(None),
             Phase::Leaving => {
@@ -399,57 +430,66 @@ impl Core {
                 if record.hash != self.me.hash {
                     return Err(Refusal::HashMismatch { stored: record.hash });
                 }
-                if record.entry(&self.me.id).is_some_and(|e| e.incarnation == self.incarnation) {
-                    // This incarnation's own entry: a join whose outcome was
-                    // not settled landed after all. It counts from now.
+                if let Some(own) = record.entry(&self.me.id).filter(|e| e.incarnation == self.incarnation) {
+                    // This incarnation's own entry: a join or creation whose
+                    // outcome was not settled landed after all. It counts
+                    // from now, and a creation (the one entry that adopted
+                    // nothing) still waits out its TTL.
+                    let kind = if own.adopted == 0 { WriteKind::Create } else { WriteKind::Join };
                     let mut next = record.clone();
                     if let Some(own) = next.entries.iter_mut().find(|e| e.is(&self.me.id, &self.incarnation)) {
                         own.nonce = fresh_nonce.clone();
-                        own.adopted = record.view;
+                        if kind == WriteKind::Join {
+                            own.adopted = record.view;
+                        }
                     }
-                    return Ok(Some(Planned {
-                        kind: WriteKind::Join,
-                        expected,
-                        record: next,
-                        nonce: Some(fresh_nonce),
-                    }));
+                    return Ok(Some(Planned { kind, expected, record: next, nonce: Some(fresh_nonce) }));
                 }
                 if record.entry(&self.me.id).is_some() {
                     // A predecessor's entry under this id must go first, by
                     // the ordinary eviction once it has been silent for its
                     // TTL (or by its own leave).
-                    return Ok(evictable
-                        .filter(|e| e.id == self.me.id)
-                        .and_then(|e| self.evict(record, e, expected, None)));
+                    // Another silent entry may sort before it; the
+                    // predecessor goes first, then any other.
+                    let victim = record.entry(&self.me.id).filter(|e| self.evictable_at(e, now)).or(evictable);
+                    return Ok(victim.and_then(|e| self.evict(record, e, expected, None, false)));
                 }
                 if let Some(entry) = evictable {
-                    return Ok(self.evict(record, entry, expected, None));
+                    return Ok(self.evict(record, entry, expected, None, false));
                 }
                 if record.entries.len() >= MAX_MEMBERS {
                     return Err(Refusal::Full);
                 }
-                let entry = self.own_entry(fresh_nonce.clone(), record.view + 1);
+                // A join adopts the view it makes; there is none after the last.
+                let Some(view) = record.view.checked_add(1) else { return Ok(None) };
+                let entry = self.own_entry(fresh_nonce.clone(), view);
                 let change = self.change(ChangeKind::Join, &self.me.id, &self.incarnation);
                 let next = record.next(change, |entries| entries.push(entry));
                 Ok(next.map(|record| Planned { kind: WriteKind::Join, expected, record, nonce: Some(fresh_nonce) }))
             }
             Phase::Member { .. } => {
+                // Every write of a member adopts the view it is based on,
+                // which is a promise that no key it lost there still runs.
+                if !self.to_stop(now).is_empty() && !planted::active(Bug::AdoptBeforeStop) {
+                    return Ok(None);
+                }
+                let adopt = now >= self.withhold_adoption_until;
                 if let Some(entry) = evictable {
-                    return Ok(self.evict(record, entry, expected, Some(fresh_nonce)));
+                    return Ok(self.evict(record, entry, expected, Some(fresh_nonce), adopt));
                 }
                 let Some(mine) = record.entry(&self.me.id).filter(|e| e.incarnation == self.incarnation) else {
                     return Ok(None);
                 };
                 let renewal_due = self.renewal_due().is_some_and(|due| now >= due);
-                if !renewal_due && mine.adopted >= record.view {
+                if !renewal_due && (mine.adopted >= record.view || !adopt) {
                     return Ok(None);
                 }
-                // Adopting the view read: the shell has stopped every key
-                // that moved away in it before asking for this write.
                 let mut next = record.clone();
                 if let Some(own) = next.entries.iter_mut().find(|e| e.is(&self.me.id, &self.incarnation)) {
                     own.nonce = fresh_nonce.clone();
-                    own.adopted = record.view;
+                    if adopt {
+                        own.adopted = record.view;
+                    }
                 }
                 Ok(Some(Planned { kind: WriteKind::Renew, expected, record: next, nonce: Some(fresh_nonce) }))
             }
@@ -507,8 +547,12 @@ impl Core {
                     // A fresh object may replace one that was deleted under
                     // live members; they stop within a TTL of their last
                     // write, which was before this one, so waiting a TTL
-                    // from the response covers them (the I4 argument).
-                    self.hold_new_until = self.hold_new_until.max(arrived + self.timing.ttl);
+                    // from the response covers them (the I4 argument). No
+                    // view is active before the creator adopts one, so the
+                    // wait holds for members that join meanwhile too.
+                    let wait_until = arrived + self.timing.ttl;
+                    self.hold_new_until = self.hold_new_until.max(wait_until);
+                    self.withhold_adoption_until = self.withhold_adoption_until.max(wait_until);
                 }
             }
             WriteKind::Renew | WriteKind::Evict => {
@@ -530,6 +574,7 @@ impl Core {
         victim: &Entry,
         expected: Option<Version>,
         fresh_nonce: Option<String>,
+        adopt: bool,
     ) -> Option<Planned> {
         let change = self.change(ChangeKind::Evict, &victim.id, &victim.incarnation);
         let (id, incarnation, me, mine) = (&victim.id, &victim.incarnation, &self.me.id, &self.incarnation);
@@ -537,9 +582,11 @@ impl Core {
             entries.retain(|e| !e.is(id, incarnation));
             if let (Some(nonce), Some(own)) = (&fresh_nonce, entries.iter_mut().find(|e| e.is(me, mine))) {
                 // Evicting gives this member keys and takes none, so it
-                // adopts the view it makes.
+                // adopts the view it makes (`next` checked that it exists).
                 own.nonce = nonce.clone();
-                own.adopted = record.view + 1;
+                if adopt {
+                    own.adopted = record.view + 1;
+                }
             }
         })?;
         Some(Planned { kind: WriteKind::Evict, expected, record: next, nonce: fresh_nonce })
@@ -550,7 +597,9 @@ impl Core {
             id: self.me.id.clone(),
             incarnation: self.incarnation.clone(),
             addr: self.me.addr.clone(),
-            ttl_ms: u64::try_from(self.timing.ttl.as_millis()).unwrap_or(u64::MAX),
+            // Rounded up: a shorter stated TTL would let others evict the
+            // entry while this member's term still holds.
+            ttl_ms: u64::try_from(self.timing.ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
             nonce,
             adopted: view,
             capacity: self.me.capacity,
@@ -627,14 +676,17 @@ mod tests {
         for key in core.to_stop(now) {
             core.stopped(&key);
         }
-        let planned = core.plan(now, format!("n{}", now.as_nanos())).expect("no refusal")?;
-        let kind = planned.kind;
-        let version = object.write(&planned).expect("no race in these tests");
-        core.landed(planned, now, version, now);
+        let planned = core.plan(now, format!("n{}", now.as_nanos())).expect("no refusal");
+        let kind = planned.map(|planned| {
+            let kind = planned.kind;
+            let version = object.write(&planned).expect("no race in these tests");
+            core.landed(planned, now, version, now);
+            kind
+        });
         for (key, round) in core.to_start(now) {
             core.started(key, round);
         }
-        Some(kind)
+        kind
     }
 
     /// Renews every second from `from` to `to` (inclusive), as the shell
@@ -660,10 +712,12 @@ mod tests {
         assert_eq!(step(&mut a, &mut object, at(0)), Some(WriteKind::Create));
         assert!(a.running().is_empty(), "a fresh object may replace a deleted one: wait out its members");
         keep_up(&mut a, &mut object, 1_000, 2_000);
-        assert!(a.to_start(at(2_999)).is_empty());
-        let start = a.to_start(at(3_000));
-        assert_eq!(start.len(), keys.len());
-        assert!(start.iter().all(|(_, round)| round.get() == 1));
+        assert!(a.running().is_empty());
+        assert!(!a.write_due(at(2_999)));
+        assert!(a.write_due(at(3_000)), "the adoption held back is due once the wait is over");
+        assert_eq!(step(&mut a, &mut object, at(3_000)), Some(WriteKind::Renew));
+        assert_eq!(a.running().len(), keys.len());
+        assert!(a.running().values().all(|round| round.get() == 1));
     }
 
     #[test]
@@ -695,8 +749,9 @@ mod tests {
         let version = object.write(&adoption).unwrap();
         a.landed(adoption, at(3_500), version, at(3_510));
 
-        b.observe(object.read(), at(3_600));
-        let started = b.to_start(at(3_600));
+        // b's first read was at 3 100 ms: it holds new keys for the lock-delay.
+        b.observe(object.read(), at(3_800));
+        let started = b.to_start(at(3_800));
         let mut started_keys: Vec<String> = started.iter().map(|(k, _)| k.clone()).collect();
         started_keys.sort();
         assert_eq!(started_keys, moving);
@@ -819,10 +874,12 @@ mod tests {
         let mut object = Object::default();
         step(&mut a, &mut object, at(0));
         step(&mut b, &mut object, at(100));
-        step(&mut a, &mut object, at(200));
-        b.observe(object.read(), at(300));
-        assert!(b.newest().unwrap().record.is_active());
-        keep_up(&mut b, &mut object, 1_100, 3_100);
+        for t in [1_000, 2_000, 3_000] {
+            step(&mut a, &mut object, at(t));
+            step(&mut b, &mut object, at(t + 100));
+        }
+        assert!(b.newest().unwrap().record.is_active(), "a adopted b's join once its wait was over");
+        assert!(!a.running().is_empty());
         a.begin_leave();
         assert_eq!(a.term_end(), None, "a acts for nothing once leaving starts");
         assert_eq!(step(&mut a, &mut object, at(3_150)), Some(WriteKind::Leave));
@@ -837,6 +894,135 @@ mod tests {
             keys.len() - owned_before,
             "a's keys start at once, with no lock-delay"
         );
+    }
+
+    #[test]
+    fn no_view_is_adopted_while_a_key_that_moved_in_it_still_runs() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 3_000);
+        assert_eq!(step(&mut b, &mut object, at(3_100)), Some(WriteKind::Join));
+        a.observe(object.read(), at(3_500));
+        assert!(!a.to_stop(at(3_500)).is_empty());
+        assert!(plan(&a, at(3_500)).is_none(), "adopting now would let b start keys a still runs");
+        assert!(plan(&a, at(4_500)).is_none(), "not even when a renewal is due");
+        for key in a.to_stop(at(4_500)) {
+            a.stopped(&key);
+        }
+        assert_eq!(plan(&a, at(4_500)).map(|p| p.kind), Some(WriteKind::Renew));
+    }
+
+    #[test]
+    fn a_vanished_object_stops_every_key_and_starts_none() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 3_000);
+        assert_eq!(a.running().len(), keys.len());
+        assert_eq!(a.observe(None, at(3_500)), Observed::Vanished);
+        assert_eq!(a.to_stop(at(3_500)).len(), keys.len(), "the term is no proof of ownership without a view");
+        for key in a.to_stop(at(3_500)) {
+            a.stopped(&key);
+        }
+        assert!(a.to_start(at(3_500)).is_empty());
+        // The object is back (a read that said missing was stale): a acts again.
+        a.observe(object.read(), at(3_600));
+        assert_eq!(a.to_start(at(3_600)).len(), keys.len());
+    }
+
+    #[test]
+    fn keys_of_a_new_object_wait_a_ttl_from_its_creation_for_every_member() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        assert_eq!(step(&mut a, &mut object, at(0)), Some(WriteKind::Create));
+        assert!(!object.record.as_ref().unwrap().is_active(), "the creator adopts its view only after the wait");
+        assert_eq!(step(&mut b, &mut object, at(100)), Some(WriteKind::Join));
+        let mut t = 500;
+        while t < 3_000 {
+            step(&mut a, &mut object, at(t));
+            step(&mut b, &mut object, at(t + 10));
+            assert!(a.running().is_empty() && b.running().is_empty(), "a key started {t} ms after the creation");
+            t += 500;
+        }
+        step(&mut a, &mut object, at(3_000));
+        step(&mut b, &mut object, at(3_010));
+        assert!(!a.running().is_empty() && !b.running().is_empty());
+    }
+
+    #[test]
+    fn a_creation_whose_outcome_was_lost_still_waits_a_ttl() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        a.observe(None, at(0));
+        let create = plan(&a, at(0)).unwrap();
+        object.write(&create).unwrap();
+        // No answer came and the read-back failed; a later read shows the entry.
+        assert_eq!(step(&mut a, &mut object, at(500)), Some(WriteKind::Create));
+        assert!(a.to_start(at(600)).is_empty());
+        assert!(a.to_start(at(3_400)).is_empty());
+        assert_eq!(step(&mut a, &mut object, at(3_500)), Some(WriteKind::Renew));
+        assert_eq!(a.running().len(), keys.len());
+    }
+
+    #[test]
+    fn a_joiners_first_view_holds_new_keys_for_the_lock_delay() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 3_000);
+        // b's first read could follow an eviction it never saw.
+        assert_eq!(step(&mut b, &mut object, at(3_100)), Some(WriteKind::Join));
+        for key in {
+            a.observe(object.read(), at(3_200));
+            a.to_stop(at(3_200))
+        } {
+            a.stopped(&key);
+        }
+        assert_eq!(step(&mut a, &mut object, at(3_200)), Some(WriteKind::Renew));
+        b.observe(object.read(), at(3_300));
+        assert!(b.newest().unwrap().record.is_active());
+        assert!(b.to_start(at(3_799)).is_empty());
+        assert!(!b.to_start(at(3_800)).is_empty());
+    }
+
+    #[test]
+    fn a_restart_evicts_its_predecessor_even_behind_another_silent_entry() {
+        let keys = keys();
+        let (mut first, mut old) = (core("0", &keys), core("a", &keys));
+        let mut object = Object::default();
+        step(&mut first, &mut object, at(0));
+        step(&mut old, &mut object, at(100));
+        let mut new = core("a", &keys);
+        new.incarnation = "a-2".into();
+        assert_eq!(step(&mut new, &mut object, at(200)), None);
+        new.observe(object.read(), at(3_200));
+        let evict = plan(&new, at(3_200)).expect("both entries are silent past their TTL");
+        assert_eq!(evict.kind, WriteKind::Evict);
+        assert_eq!(evict.record.change.incarnation, "a-1", "the predecessor goes first");
+    }
+
+    #[test]
+    fn the_last_view_is_never_passed() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        a.me.view_floor = u64::MAX;
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        assert_eq!(object.record.as_ref().unwrap().view, u64::MAX);
+        assert_eq!(step(&mut b, &mut object, at(100)), None, "no join fits after the last view");
+        a.observe(object.read(), at(200));
+        assert_eq!(b.observe(object.read(), at(300)), Observed::Current);
+    }
+
+    #[test]
+    fn an_entry_states_its_ttl_rounded_up_to_a_millisecond() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        a.timing.ttl = Duration::from_micros(3_000_500);
+        assert_eq!(a.own_entry("n".into(), 1).ttl_ms, 3_001, "rounding down would let others evict it early");
     }
 
     #[test]

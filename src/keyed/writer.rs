@@ -461,8 +461,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// Whether a write (renewal, adoption, eviction, join) is due without
     /// waiting for the next read.
     fn write_due(&self, now: Instant) -> bool {
-        let core = self.shared.core();
-        core.renewal_due().is_some_and(|due| now >= due) || core.next_eviction().is_some_and(|due| now >= due)
+        self.shared.core().write_due(now)
     }
 
     /// The next instant something is due: a read, a renewal, an eviction,
@@ -592,6 +591,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             if !finished && !handle.is_finished() {
                 warn!(member = %self.shared.id, %key, "work did not stop before the term ended; aborting it");
                 handle.abort();
+                // An abort takes effect between two polls, and another
+                // thread may be in the middle of one: the key counts as
+                // stopped only once the task is gone.
+                let _ = handle.await;
             }
             let round = self.shared.core().running().get(&key).copied();
             self.shared.core().stopped(&key);
@@ -629,8 +632,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             if !self.send(planned, tasks).await? {
                 let (read, arrived) = self.read().await;
                 self.take_in(read, arrived, tasks).await;
-                self.stop_moved(tasks).await;
             }
+            // A landed write or a read-back may show a newer view: keys that
+            // moved in it stop before the next write adopts it.
+            self.stop_moved(tasks).await;
         }
         Ok(())
     }
@@ -644,6 +649,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         let arrived = self.now();
         match outcome {
             Some(Ok(version)) => {
+                self.stop_if_term_lapsed(arrived, tasks).await;
                 let (kind, view, change) = (planned.kind, planned.record.view, planned.record.change.clone());
                 self.shared.core().landed(planned, sent_at, version, arrived);
                 match kind {
@@ -666,6 +672,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 };
                 warn!(member = %self.shared.id, kind = ?planned.kind, %reason, "write outcome unknown; reading back");
                 let (read, read_at) = self.read().await;
+                self.stop_if_term_lapsed(read_at, tasks).await;
                 let found = matches!(read, Read::Found(..));
                 // Through take_in, so that a read-back showing this
                 // incarnation's entry gone ends it like any other read.
@@ -683,18 +690,35 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         }
     }
 
+    /// A term that ran out while a write was on its way has cancelled every
+    /// context; the keys stop for good before the write that renews the
+    /// term counts, so no context is ever cancelled and then revived.
+    async fn stop_if_term_lapsed(&self, now: Instant, tasks: &mut Tasks) {
+        let lapsed = self.shared.core().term_end().is_some_and(|end| now >= end);
+        if lapsed && !tasks.0.is_empty() {
+            self.stop_all(tasks).await;
+        }
+    }
+
     /// Starts a task for every key the core says may start.
     fn start_owned<F, Fut>(&self, work: &F, tasks: &mut Tasks)
     where
         F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let mut core = self.shared.core();
-        let start = core.to_start(self.now());
+        let (start, incarnation) = {
+            let mut core = self.shared.core();
+            let start = core.to_start(self.now());
+            for (key, round) in &start {
+                core.started(key.clone(), *round);
+            }
+            (start, Arc::<str>::from(core.incarnation.as_str()))
+        };
         if start.is_empty() {
             return;
         }
-        let incarnation: Arc<str> = core.incarnation.as_str().into();
+        // `work` is the caller's code: the core is not locked while it runs,
+        // so it may look at this member's handle.
         let term = self.term.subscribe();
         for (key, round) in start {
             let (stop, stopped) = watch::channel(false);
@@ -707,7 +731,6 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 clock: self.shared.clock.clone(),
             };
             debug!(member = %self.shared.id, %key, round = round.get(), "started key");
-            core.started(key.clone(), round);
             tasks.0.insert(key, Task { stop, handle: tokio::spawn(work(ctx)) });
         }
     }
@@ -778,7 +801,7 @@ impl Membership for KeyedHandle {
     /// while its own term does not hold.
     fn members(&self) -> impl Future<Output = Result<Vec<Member>, MembershipError>> + Send {
         let core = self.shared.core();
-        let result = if core.term_holds(self.shared.clock.now()) {
+        let result = if core.term_holds(self.shared.clock.now()) && !core.vanished() {
             core.active_members().map(<[Member]>::to_vec).ok_or_else(|| self.term_error())
         } else {
             Err(self.term_error())

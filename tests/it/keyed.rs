@@ -239,3 +239,89 @@ async fn a_member_of_a_different_weight_function_is_refused() {
     assert!(matches!(error, KeyedError::Config(ref m) if m.contains("GoSha256")), "{error}");
     a.task.abort();
 }
+
+/// Records, when dropped, whether the member's entry was still in the
+/// object: work must be gone before the entry is.
+struct EntryWitness {
+    store: MemoryBackend,
+    seen: Arc<Mutex<Option<bool>>>,
+}
+
+impl Drop for EntryWitness {
+    fn drop(&mut self) {
+        let raw = self.store.raw().unwrap_or_default();
+        let present = String::from_utf8_lossy(&raw).contains("\"id\":\"a\"");
+        *self.seen.lock().unwrap() = Some(present);
+    }
+}
+
+// Real time on several threads: an abort only takes effect between two
+// polls, and the work here is in the middle of one most of the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_ignores_its_context_is_gone_before_the_entry_is() {
+    let store = MemoryBackend::new();
+    let seen = Arc::new(Mutex::new(None));
+    let writer = KeyedWriter::builder(store.clone()).id("a").keys(["k"]).ttl(Duration::from_secs(1)).build().unwrap();
+    let (handle, leaver) = (writer.handle(), writer.leaver());
+    let (witness_store, witness_seen) = (store.clone(), seen.clone());
+    let run = tokio::spawn(async move {
+        writer
+            .run(move |_ctx| {
+                let witness = EntryWitness { store: witness_store.clone(), seen: witness_seen.clone() };
+                async move {
+                    let _witness = witness;
+                    // Never looks at its context, and blocks its thread
+                    // between yields: only an abort ends it.
+                    loop {
+                        std::thread::sleep(Duration::from_millis(50));
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while handle.snapshot().running.is_empty() {
+        assert!(Instant::now() < deadline, "the key never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leaver.leave();
+    run.await.unwrap().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(true), "the work outlived the member's entry");
+}
+
+#[test]
+fn work_may_look_at_its_member_while_starting() {
+    // The member runs on a thread of its own, so that a deadlock fails the
+    // test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let writer = KeyedWriter::builder(MemoryBackend::new())
+                .id("a")
+                .keys(["k"])
+                .ttl(Duration::from_secs(3))
+                .build()
+                .unwrap();
+            let (handle, leaver) = (writer.handle(), writer.leaver());
+            let seen = Arc::new(Mutex::new(0));
+            let counted = seen.clone();
+            let member = tokio::spawn(async move {
+                writer
+                    .run(move |ctx| {
+                        // A synchronous look at the member from inside `work`.
+                        *counted.lock().unwrap() += handle.snapshot().running.len() + 1;
+                        async move { ctx.cancelled().await }
+                    })
+                    .await
+            });
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            leaver.leave();
+            member.await.unwrap().unwrap();
+            done.send(*seen.lock().unwrap()).unwrap();
+        });
+    });
+    let seen = finished.recv_timeout(Duration::from_secs(60)).expect("the member deadlocked starting its work");
+    assert!(seen > 0, "work never started");
+}
