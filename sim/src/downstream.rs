@@ -8,7 +8,8 @@
 //! the monotone-fencing checker reads in the order the resource stored the
 //! writes.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use hoplock::Generation;
@@ -23,6 +24,8 @@ pub struct Downstream {
     fence: Rc<Fence>,
     /// How many writes it has stored: each write's place in its order.
     writes: Rc<Cell<u64>>,
+    /// In keyed worlds, one fence per key, checking the key's round.
+    keys: Rc<RefCell<BTreeMap<u32, Fence>>>,
 }
 
 impl Downstream {
@@ -35,5 +38,18 @@ impl Downstream {
         self.writes.set(sequence);
         history.record_now(node, Event::Downstream { generation, accepted, highest_before, sequence });
         accepted
+    }
+
+    /// Writes key `k{key}` on behalf of a keyed member's `incarnation`,
+    /// fenced by `round`, sent at `sent_us`; records the outcome.
+    pub fn write_key(&self, history: &History, node: &str, key: u32, round: u64, incarnation: String, sent_us: u64) {
+        let mut keys = self.keys.borrow_mut();
+        let fence = keys.entry(key).or_default();
+        let highest_before = fence.highest().get();
+        let accepted = fence.check(Generation(round)).is_ok();
+        let sequence = self.writes.get() + 1;
+        self.writes.set(sequence);
+        let event = Event::KeyDownstream { key, round, incarnation, sent_us, accepted, highest_before, sequence };
+        history.record_now(node, event);
     }
 }

@@ -77,6 +77,19 @@ pub enum Event {
     /// It stopped acting for the key: its work saw the context cancelled,
     /// or the member aborted it.
     KeyStopped { key: u32, round: u64, incarnation: String },
+    /// A keyed member's work wrote key `k{key}` downstream, fenced by
+    /// `round`: sent at `sent_us`, recorded when it arrived. `sequence` is
+    /// the order the downstream stored its writes in (shared with
+    /// [`Event::Downstream`]).
+    KeyDownstream {
+        key: u32,
+        round: u64,
+        incarnation: String,
+        sent_us: u64,
+        accepted: bool,
+        highest_before: u64,
+        sequence: u64,
+    },
     /// A write of the membership object applied: the view it made, the
     /// member ids it lists, and the change that made it (`join`, `leave`,
     /// `evict`) with the entry concerned.

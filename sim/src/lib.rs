@@ -7,6 +7,7 @@ pub mod downstream;
 pub mod follower_reads;
 pub mod history;
 pub mod invariants;
+pub mod keyed_handoffs;
 pub mod mix;
 pub mod node;
 pub mod runner;

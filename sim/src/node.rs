@@ -106,7 +106,8 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
         Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
     if let Some(keyed) = context.keyed.clone() {
-        return run_keyed(&context, &keyed, backend, clock, entropy).await;
+        let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
+        return run_keyed(&context, &keyed, backend, clock, entropy, delays_seed).await;
     }
 
     let mut builder = Elector::builder(backend)
@@ -295,6 +296,7 @@ async fn run_keyed(
     backend: S3Backend,
     clock: Arc<SimClock>,
     entropy: Arc<SeededEntropy>,
+    delays_seed: u64,
 ) -> turmoil::Result {
     let spec = &context.spec.elector;
     let ttl = Duration::from_millis(spec.ttl_ms);
@@ -329,21 +331,56 @@ async fn run_keyed(
     // Key work runs on tokio tasks that must be Send, and the history is
     // not: the work sends what it saw, stamped with the simulated time,
     // and a local task records it.
-    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<(Duration, Event)>();
-    let (history, node) = (context.history.clone(), name.clone());
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<Note>();
+    let (history, node, downstream) = (context.history.clone(), name.clone(), context.downstream.clone());
+    let (latency_ms, wire) = (keyed.fenced_latency_ms, clock.clone());
     tokio::task::spawn_local(async move {
-        while let Some((at, event)) = received.recv().await {
-            history.record(at, &node, event);
+        // Drawn here, in the order the notes arrive, so every run of a
+        // seed draws the same delays.
+        let mut delays = delays_seed;
+        while let Some(note) = received.recv().await {
+            match note {
+                Note::Event(at, event) => history.record(at, &node, event),
+                Note::Write { key, round, incarnation, sent } => {
+                    let delay = Duration::from_millis(splitmix64(&mut delays) % (latency_ms + 1));
+                    let (history, node, downstream) = (history.clone(), node.clone(), downstream.clone());
+                    let sent_us = u64::try_from(sent.as_micros()).unwrap_or(u64::MAX);
+                    // Timed on the node's clock, whose timers the runner
+                    // knows of; a pause of the node holds these back too,
+                    // which only makes them later.
+                    let wire = wire.clone();
+                    tokio::task::spawn_local(async move {
+                        use hoplock::clock::Clock;
+                        wire.sleep_until(wire.now() + delay).await;
+                        downstream.write_key(&history, &node, key, round, incarnation, sent_us);
+                    });
+                }
+            }
         }
     });
     let work_stop = Duration::from_millis(keyed.work_stop_ms);
+    let (fenced_keys, write_every) = (keyed.fenced_keys, Duration::from_millis(keyed.fenced_every_ms));
     let result = writer
         .run(move |ctx| {
             let acting = Acting::start(events.clone(), &ctx);
             let clock = clock.clone();
+            let fenced = acting.key < fenced_keys;
             async move {
                 use hoplock::clock::Clock;
-                ctx.cancelled().await;
+                if fenced {
+                    // Writes as a careful user's work does: only while the
+                    // context says the key is still this member's.
+                    while !ctx.is_cancelled() {
+                        acting.write(&ctx);
+                        tokio::select! {
+                            biased;
+                            () = ctx.cancelled() => break,
+                            () = clock.sleep_until(clock.now() + write_every) => {}
+                        }
+                    }
+                } else {
+                    ctx.cancelled().await;
+                }
                 // Real work takes a while to wind down; the member waits
                 // for it before the key may move.
                 clock.sleep_until(clock.now() + work_stop).await;
@@ -359,22 +396,40 @@ async fn run_keyed(
     std::future::pending().await
 }
 
+/// What a keyed member's work tells the node's recorder.
+enum Note {
+    /// An event, stamped with the simulated time it happened.
+    Event(Duration, Event),
+    /// A fenced write sent downstream at `sent`.
+    Write { key: u32, round: u64, incarnation: String, sent: Duration },
+}
+
+/// Keeps the fenced downstream's delays apart from the member's own draws.
+const FENCED_DELAYS: u64 = 0xfe0c_ed0d_e1a7_5eed;
+
 /// One key being acted on: recorded when made and when dropped, however
 /// the work ends (seeing the cancellation, or aborted by its member).
 struct Acting {
-    events: tokio::sync::mpsc::UnboundedSender<(Duration, Event)>,
+    events: tokio::sync::mpsc::UnboundedSender<Note>,
     key: u32,
     round: u64,
     incarnation: String,
 }
 
 impl Acting {
-    fn start(events: tokio::sync::mpsc::UnboundedSender<(Duration, Event)>, ctx: &KeyContext) -> Acting {
+    fn start(events: tokio::sync::mpsc::UnboundedSender<Note>, ctx: &KeyContext) -> Acting {
         let key = ctx.key().strip_prefix('k').and_then(|i| i.parse().ok()).unwrap_or(u32::MAX);
         let (round, incarnation) = (ctx.round().get(), ctx.incarnation().to_owned());
         let now = turmoil::sim_elapsed().unwrap_or_default();
-        let _ = events.send((now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
+        let _ = events.send(Note::Event(now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
         Acting { events, key, round, incarnation }
+    }
+
+    /// Sends one fenced write for the key, at the round of `ctx`.
+    fn write(&self, ctx: &KeyContext) {
+        let sent = turmoil::sim_elapsed().unwrap_or_default();
+        let (key, round, incarnation) = (self.key, ctx.round().get(), self.incarnation.clone());
+        let _ = self.events.send(Note::Write { key, round, incarnation, sent });
     }
 }
 
@@ -385,7 +440,8 @@ impl Drop for Acting {
         // nothing.
         if let Some(now) = turmoil::sim_elapsed() {
             let incarnation = std::mem::take(&mut self.incarnation);
-            let _ = self.events.send((now, Event::KeyStopped { key: self.key, round: self.round, incarnation }));
+            let event = Event::KeyStopped { key: self.key, round: self.round, incarnation };
+            let _ = self.events.send(Note::Event(now, event));
         }
     }
 }

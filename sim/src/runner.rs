@@ -93,6 +93,13 @@ pub struct Stats {
     /// In keyed worlds, simulated member-time (every member process from
     /// its start to its crash, its leave or the end of the run), in hours.
     pub member_hours: f64,
+    /// In keyed worlds, from each graceful leave of a member holding keys
+    /// to the last of its keys starting elsewhere, µs.
+    pub leave_handoffs_us: Vec<u64>,
+    /// In keyed worlds, the same from each crash.
+    pub crash_handoffs_us: Vec<u64>,
+    /// In keyed worlds, fenced writes the downstream received.
+    pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
     /// included ([`crate::follower_reads`]); `None` when nobody followed
     /// for a TTL there.
@@ -940,6 +947,12 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         }
     }
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
+    let (mut leave_handoffs_us, mut crash_handoffs_us, mut stale_keyed, mut fenced_writes) = (vec![], vec![], 0, 0);
+    if world.keyed.is_some() {
+        let acting = invariants::keyed_acting::intervals(entries);
+        (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
+        (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
+    }
     Stats {
         simulated_secs: world.duration_ms as f64 / 1000.0,
         cpu_secs: cpu.as_secs_f64(),
@@ -961,12 +974,15 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
             })
             .count(),
         faults,
-        stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries),
+        stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries) + stale_keyed,
         stale_writes_accepted: invariants::monotone_fencing::stale_writes_accepted(entries),
         liveness_windows: invariants::liveness::windows(entries, context),
         overlap_pairs_unchecked: invariants::belief_overlap::unchecked_pairs(entries, context),
         leader_hours: leader_us as f64 / 3.6e9,
         member_hours: if world.keyed.is_some() { member_us(entries, context.end_us) as f64 / 3.6e9 } else { 0.0 },
+        leave_handoffs_us,
+        crash_handoffs_us,
+        fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
     }
 }

@@ -91,6 +91,15 @@ pub struct Scenario {
     /// through is not unsafe, but every needless handover costs downtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lost_terms: Option<u64>,
+    /// A bound for keyed worlds: the longest any graceful leave may take to
+    /// hand its keys on, from the scheduled stop to the last of them
+    /// starting elsewhere (W + P + 2 RTT in the design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_leave_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the same from a crash (TTL·(1+ρ) + 2P +
+    /// lock-delay + 3 RTT in the design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_crash_handoff_ms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -334,6 +343,8 @@ impl Scenario {
             max_follower_reads_per_ttl: None,
             max_stop_ms: None,
             max_lost_terms: None,
+            max_leave_handoff_ms: None,
+            max_crash_handoff_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -414,7 +425,20 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
-        Verdict { found, missing, unexpected, over_budget, busy_followers, slow_failovers, slow_stops, lost_terms }
+        let slow_leaves = over_bound_ms(reports, self.max_leave_handoff_ms, |stats| &stats.leave_handoffs_us);
+        let slow_crashes = over_bound_ms(reports, self.max_crash_handoff_ms, |stats| &stats.crash_handoffs_us);
+        Verdict {
+            found,
+            missing,
+            unexpected,
+            over_budget,
+            busy_followers,
+            slow_failovers,
+            slow_stops,
+            lost_terms,
+            slow_leaves,
+            slow_crashes,
+        }
     }
 }
 
@@ -484,6 +508,11 @@ pub struct Verdict {
     pub slow_stops: Vec<(u64, f64)>,
     /// Runs that lost more terms than `max_lost_terms`: seed and count.
     pub lost_terms: Vec<(u64, usize)>,
+    /// Runs with a keyed leave slower than `max_leave_handoff_ms`: seed and
+    /// the slowest, in milliseconds.
+    pub slow_leaves: Vec<(u64, f64)>,
+    /// Runs with a keyed crash handoff slower than `max_crash_handoff_ms`.
+    pub slow_crashes: Vec<(u64, f64)>,
 }
 
 impl Verdict {
@@ -493,13 +522,15 @@ impl Verdict {
     }
 
     /// Whether a run broke one of the file's bounds or budgets (requests,
-    /// follower reads, failover, stop or lost terms).
+    /// follower reads, failover, stop, lost terms or keyed handoffs).
     pub fn breaks_a_bound(&self) -> bool {
         !(self.over_budget.is_empty()
             && self.busy_followers.is_empty()
             && self.slow_failovers.is_empty()
             && self.slow_stops.is_empty()
-            && self.lost_terms.is_empty())
+            && self.lost_terms.is_empty()
+            && self.slow_leaves.is_empty()
+            && self.slow_crashes.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -514,6 +545,8 @@ impl Verdict {
             .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_stops.first().map(|(seed, _)| *seed))
             .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_leaves.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_crashes.first().map(|(seed, _)| *seed))
     }
 }
 
@@ -705,5 +738,28 @@ mod tests {
         assert_eq!(verdict.replay_seed(), Some(1));
         let text = format!("max_failover_ms = 1000\n{MINIMAL}");
         assert_eq!(Scenario::parse("s.toml", &text).unwrap().max_failover_ms, Some(1000));
+    }
+
+    #[test]
+    fn a_keyed_handoff_slower_than_its_bound_is_unexpected() {
+        let report = |seed, leaves_ms: &[u64], crashes_ms: &[u64]| Report {
+            seed,
+            entries: Vec::new(),
+            trace_hash: 0,
+            violations: Vec::new(),
+            stats: crate::runner::Stats {
+                leave_handoffs_us: leaves_ms.iter().map(|ms| ms * 1000).collect(),
+                crash_handoffs_us: crashes_ms.iter().map(|ms| ms * 1000).collect(),
+                ..Default::default()
+            },
+        };
+        let reports = [report(0, &[800], &[6_500]), report(1, &[2_600], &[6_600]), report(2, &[900], &[11_000])];
+        let text = format!("max_leave_handoff_ms = 2300\nmax_crash_handoff_ms = 10200\n{MINIMAL}");
+        let bounded = Scenario::parse("s.toml", &text).unwrap();
+        let verdict = bounded.verdict(&reports);
+        assert_eq!(verdict.slow_leaves, vec![(1, 2600.0)]);
+        assert_eq!(verdict.slow_crashes, vec![(2, 11000.0)]);
+        assert!(!verdict.as_expected());
+        assert_eq!(verdict.replay_seed(), Some(1));
     }
 }

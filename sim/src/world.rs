@@ -58,6 +58,30 @@ pub struct KeyedSpec {
     /// (W in the leave bound), in milliseconds.
     #[serde(default = "default_work_stop_ms")]
     pub work_stop_ms: u64,
+    /// How many keys (`k0` up) write to a fenced downstream while they are
+    /// acted on: a sample, so that large worlds stay quick.
+    #[serde(default = "default_fenced_keys")]
+    pub fenced_keys: u32,
+    /// How often the work on a fenced key writes, in milliseconds.
+    #[serde(default = "default_fenced_every_ms")]
+    pub fenced_every_ms: u64,
+    /// The longest a fenced write is in flight, in milliseconds: each
+    /// write's delay is drawn from the seed up to this, so a holder's last
+    /// writes can arrive after the next holder's first.
+    #[serde(default = "default_fenced_latency_ms")]
+    pub fenced_latency_ms: u64,
+}
+
+fn default_fenced_keys() -> u32 {
+    100
+}
+
+fn default_fenced_every_ms() -> u64 {
+    1_000
+}
+
+fn default_fenced_latency_ms() -> u64 {
+    1_000
 }
 
 fn default_work_stop_ms() -> u64 {

@@ -353,6 +353,39 @@ impl Drop for Tasks {
     }
 }
 
+/// Runs one key's work until it returns or the member's term ends,
+/// whichever comes first; at the term's end the work is dropped.
+///
+/// The shell stops keys too, but it also waits on the store: after a pause
+/// (a GC, a frozen VM) it may be in the middle of a request when the
+/// process runs again. This guard needs nothing but the clock, so work
+/// never outlives the term by more than a timer's lateness. Once the term
+/// is over (a leave, an eviction) its end is never pushed back again.
+async fn within_term(work: impl Future<Output = ()>, mut term: watch::Receiver<Term>, clock: Arc<dyn Clock>) {
+    tokio::pin!(work);
+    let first = *term.borrow_and_update();
+    let (mut deadline, mut ended) = (first.until, first.cancelled);
+    loop {
+        tokio::select! {
+            biased;
+            () = clock.sleep_until(deadline) => return,
+            () = &mut work => return,
+            changed = term.changed(), if !ended => match changed {
+                Ok(()) => {
+                    let now = *term.borrow_and_update();
+                    if now.cancelled {
+                        ended = true;
+                    } else {
+                        deadline = deadline.max(now.until);
+                    }
+                }
+                // The member is gone; dropping its tasks aborts this one.
+                Err(_) => ended = true,
+            },
+        }
+    }
+}
+
 /// What a read returned, once decoded.
 enum Read {
     Found(MembershipRecord, crate::backend::Version),
@@ -431,6 +464,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 }
             }
             let now = self.now();
+            // After a pause (a GC, a frozen VM) the term may have ended
+            // long ago: its keys stop before anything waits on the store.
+            self.stop_if_term_lapsed(now, &mut tasks).await;
             if now >= next_read || (now >= retry_at && self.write_due(now)) {
                 last_attempt = Some(now);
                 let (read, arrived) = self.read().await;
@@ -731,7 +767,8 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 clock: self.shared.clock.clone(),
             };
             debug!(member = %self.shared.id, %key, round = round.get(), "started key");
-            tasks.0.insert(key, Task { stop, handle: tokio::spawn(work(ctx)) });
+            let guarded = within_term(work(ctx), term.clone(), self.shared.clock.clone());
+            tasks.0.insert(key, Task { stop, handle: tokio::spawn(guarded) });
         }
     }
 

@@ -14,7 +14,7 @@
 //! outside that bound are skipped and counted ([`unchecked_pairs`]), and one
 //! node far off its bound does not switch the check off for the others.
 
-use super::{Context, Property, Term, Violation, terms};
+use super::{Context, Property, Term, Violation, terms, unpaused_us};
 use crate::history::Entry;
 
 /// Reports every pair of terms on different nodes that overlap in time,
@@ -76,30 +76,8 @@ fn covered(holder: &str, contender: &str, context: &Context) -> bool {
 
 /// How long two terms were both believed, not counting pauses.
 fn overlap_us(a: &Term, b: &Term) -> u64 {
-    let start = a.start_us.max(b.start_us);
-    let end = a.end_us.min(b.end_us);
-    if end <= start {
-        return 0;
-    }
-    // Walk the shared span, subtracting every pause of either term.
-    let mut pauses: Vec<(u64, u64)> = a
-        .paused
-        .iter()
-        .chain(&b.paused)
-        .map(|&(from, to)| (from.max(start), to.min(end)))
-        .filter(|(from, to)| from < to)
-        .collect();
-    pauses.sort_unstable();
-    let mut covered = 0;
-    let mut cursor = start;
-    for (from, to) in pauses {
-        let from = from.max(cursor);
-        if to > from {
-            covered += to - from;
-            cursor = to;
-        }
-    }
-    (end - start).saturating_sub(covered)
+    let pauses: Vec<(u64, u64)> = a.paused.iter().chain(&b.paused).copied().collect();
+    unpaused_us(a.start_us.max(b.start_us), a.end_us.min(b.end_us), &pauses)
 }
 
 #[cfg(test)]

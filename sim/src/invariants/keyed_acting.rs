@@ -15,7 +15,13 @@ pub struct Acting {
     pub round: u64,
     pub start_us: u64,
     pub stop_us: u64,
+    /// Stop-the-world pauses of its node while it acted: the process did
+    /// nothing then, so these spans are not acting.
+    pub paused: Vec<(u64, u64)>,
 }
+
+/// Every key's acting intervals, in key order, each key's in start order.
+pub type Intervals = BTreeMap<u32, Vec<Acting>>;
 
 impl Acting {
     /// Whether it was still acting when the history ends.
@@ -25,7 +31,7 @@ impl Acting {
 }
 
 /// Every acting interval, per key in key order, each key's in start order.
-pub fn intervals(entries: &[Entry]) -> BTreeMap<u32, Vec<Acting>> {
+pub fn intervals(entries: &[Entry]) -> Intervals {
     let mut by_key: BTreeMap<u32, Vec<Acting>> = BTreeMap::new();
     // Open intervals by (node, key): an incarnation runs a key at most once
     // at a time, and one node runs one incarnation at a time.
@@ -42,11 +48,19 @@ pub fn intervals(entries: &[Entry]) -> BTreeMap<u32, Vec<Acting>> {
                     round: *round,
                     start_us: entry.at_us,
                     stop_us: u64::MAX,
+                    paused: Vec::new(),
                 });
             }
             Event::KeyStopped { key, .. } => {
                 if let Some(index) = open.remove(&(entry.node.clone(), *key)) {
                     by_key.get_mut(key).expect("opened above")[index].stop_us = entry.at_us;
+                }
+            }
+            Event::Paused { until_us } => {
+                for ((node, key), index) in &open {
+                    if *node == entry.node {
+                        by_key.get_mut(key).expect("opened above")[*index].paused.push((entry.at_us, *until_us));
+                    }
                 }
             }
             Event::Crashed => {
@@ -92,5 +106,18 @@ pub(crate) mod tests {
         assert_eq!(found[&1][0].stop_us, 5_000);
         assert_eq!(found[&2][0].stop_us, 7_000);
         assert!(found[&3][0].is_open());
+    }
+
+    #[test]
+    fn a_pause_is_kept_with_every_interval_open_on_its_node() {
+        let entries = [
+            started(0, "a", 1, 1),
+            started(0, "b", 2, 1),
+            at(3, "a", Event::Paused { until_us: 9_000 }),
+            stopped(10, "a", 1, 1),
+        ];
+        let found = intervals(&entries);
+        assert_eq!(found[&1][0].paused, [(3_000, 9_000)]);
+        assert!(found[&2][0].paused.is_empty());
     }
 }

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 
 use hoplock::hrw::{Member, MemberSet};
 
-use super::keyed_acting::intervals;
+use super::keyed_acting::Intervals;
 use super::{Context, Property, Violation};
 use crate::history::{Entry, Event};
 
 /// Reports the first view change that moved the wrong keys, and the first
 /// start of each key by a member that did not own it in its round's view.
-pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
     let Some(keyed) = &context.keyed else { return };
     let mut views: BTreeMap<u64, (u64, Vec<String>, String, String)> = BTreeMap::new();
     for entry in entries {
@@ -59,8 +59,8 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             break;
         }
     }
-    for (key, all) in intervals(entries) {
-        for acting in &all {
+    for (key, all) in intervals {
+        for acting in all {
             let Some(set) = sets.get(&acting.round) else { continue };
             let owner = set.owner(format!("k{key}")).map(|m| m.id.clone());
             if owner.as_deref() != Some(keyed.id_of(&acting.node)) {
@@ -89,6 +89,10 @@ mod tests {
     use crate::invariants::KeyedFacts;
     use crate::invariants::keyed_acting::tests::started;
     use crate::invariants::test_support::at;
+
+    fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+        super::check(entries, &crate::invariants::keyed_acting::intervals(entries), context, violations);
+    }
 
     fn view(ms: u64, view: u64, members: &[&str], change: &str, entry: &str) -> Entry {
         let members = members.iter().map(|m| m.to_string()).collect();

@@ -5,16 +5,15 @@
 
 use std::collections::BTreeMap;
 
-use super::keyed_acting::intervals;
+use super::keyed_acting::Intervals;
 use super::{Property, Violation};
-use crate::history::Entry;
 
 /// Reports the first reused or falling round of each key.
-pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
-    for (key, acting) in intervals(entries) {
+pub fn check(intervals: &Intervals, violations: &mut Vec<Violation>) {
+    for (key, acting) in intervals {
         let mut starters: BTreeMap<u64, (&str, &str)> = BTreeMap::new();
         let mut previous: Option<&super::keyed_acting::Acting> = None;
-        for now in &acting {
+        for now in acting {
             let who = (now.node.as_str(), now.incarnation.as_str());
             let broken = match starters.get(&now.round) {
                 Some(first) if *first != who => Some(format!(
@@ -49,9 +48,15 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Entry;
     use crate::history::Event;
+    use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
+
+    fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
+        super::check(&intervals(entries), violations);
+    }
 
     #[test]
     fn one_round_from_two_incarnations_is_reported() {

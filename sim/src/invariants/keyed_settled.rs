@@ -5,13 +5,13 @@
 
 use hoplock::hrw::{Member, MemberSet};
 
-use super::keyed_acting::intervals;
+use super::keyed_acting::{Intervals, intervals};
 use super::{Context, Property, Violation};
 use crate::history::Entry;
 
 /// Reports each key that is unowned, doubly owned or owned by the wrong
 /// member at the end, or that was still moving later than the bound allows.
-pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+pub fn check(acting: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
     let Some(keyed) = &context.keyed else { return };
     let Some((quiet_from_us, live)) = context.contention.last() else { return };
     let settle_by_us = quiet_from_us.saturating_add(keyed.settle_bound_us);
@@ -21,7 +21,6 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     }
     let ids: Vec<&str> = live.iter().map(|node| keyed.id_of(node)).collect();
     let set = MemberSet::new(ids.iter().map(|id| Member::new(*id, "")));
-    let acting = intervals(entries);
     let mut wrong = Vec::new();
     for key in 0..keyed.keys {
         let open: Vec<_> = acting.get(&key).map_or(Vec::new(), |all| all.iter().filter(|a| a.is_open()).collect());
@@ -71,6 +70,10 @@ mod tests {
     use super::*;
     use crate::invariants::KeyedFacts;
     use crate::invariants::keyed_acting::tests::{started, stopped};
+
+    fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+        super::check(&intervals(entries), context, violations);
+    }
 
     fn context() -> Context {
         Context {

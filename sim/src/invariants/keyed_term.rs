@@ -5,13 +5,13 @@
 //! some write by the same process the store applied before it, converted
 //! to true time by the node's clock rate, plus one tick of timer lateness.
 
-use super::keyed_acting::intervals;
-use super::{Context, Property, Violation};
+use super::keyed_acting::Intervals;
+use super::{Context, Property, Violation, unpaused_us};
 use crate::history::{Entry, Event};
 
 /// Reports the first acting instant of each process that no landed write
 /// of its covers.
-pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
     // Applied writes per process (`node#process`), in time order, at the
     // instant the store received them: in a keyed world every write is to
     // the membership object.
@@ -32,7 +32,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         }
     }
     let mut reported = std::collections::BTreeSet::new();
-    for acting in intervals(entries).values().flatten() {
+    for acting in intervals.values().flatten() {
         let Some(facts) = context.node(&acting.node) else { continue };
         // The process that acted: the node's process running at the start.
         let process = process_at(starts.get(acting.node.as_str()).map_or(&[], Vec::as_slice), acting.start_us);
@@ -45,19 +45,23 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         let stop = acting.stop_us.min(context.end_us);
         let own = writes.get(&client).map(Vec::as_slice).unwrap_or(&[]);
         // Walk the interval: from each instant, the latest write before it
-        // covers up to its end of term.
+        // covers up to its end of term. A gap in the cover counts only for
+        // the time the process was not paused in it: a paused process does
+        // nothing, and it stops its keys as soon as it runs again.
         let mut t = acting.start_us;
         let covered_until = loop {
-            let Some(last) = own.iter().rev().find(|&&w| w <= t) else { break t };
-            let end = last + hold_us;
-            if end >= stop {
+            let covered = cover(own, t, hold_us, stop);
+            if covered >= stop {
                 break u64::MAX;
             }
-            // The next write that landed before this term ended moves it on.
-            match own.iter().find(|&&w| w > *last && w <= end) {
-                Some(&next) if next > t => t = next,
-                _ => break end,
+            let next = own.iter().copied().find(|&w| w > covered).unwrap_or(stop).min(stop);
+            if unpaused_us(covered, next, &acting.paused) > context.tick_us {
+                break covered;
             }
+            if next >= stop {
+                break u64::MAX;
+            }
+            t = next;
         };
         if covered_until < stop {
             reported.insert(client.clone());
@@ -78,6 +82,26 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     }
 }
 
+/// How far the process's landed writes `own` cover acting from `from_us`:
+/// the latest write at or before an instant holds the term for `hold_us`,
+/// and a write landing within a term extends it. `u64::MAX` once `stop_us`
+/// is covered.
+fn cover(own: &[u64], from_us: u64, hold_us: u64, stop_us: u64) -> u64 {
+    let mut t = from_us;
+    loop {
+        let Some(last) = own.iter().rev().find(|&&w| w <= t) else { return t };
+        let end = last + hold_us;
+        if end >= stop_us {
+            return u64::MAX;
+        }
+        // The next write that landed before this term ended moves it on.
+        match own.iter().find(|&&w| w > *last && w <= end) {
+            Some(&next) if next > t => t = next,
+            _ => return end,
+        }
+    }
+}
+
 /// The number of the node's process running at `at_us`, from its
 /// `Started` events in time order (counted from 0).
 fn process_at(starts: &[(u64, u32)], at_us: u64) -> u32 {
@@ -92,6 +116,10 @@ mod tests {
     use crate::invariants::NodeFacts;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
+
+    fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
+        super::check(entries, &crate::invariants::keyed_acting::intervals(entries), context, violations);
+    }
 
     fn context() -> Context {
         let facts =
@@ -141,5 +169,29 @@ mod tests {
         let mut found = Vec::new();
         check(&good, &context(), &mut found);
         assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_term_that_ends_during_a_pause_is_judged_by_the_time_after_it() {
+        // The term (about 6 s) ends at 6 s, during a pause from 1 s to 20 s;
+        // a stops its key the instant it runs again.
+        let paused = [
+            wrote(0),
+            started(0, "a", 1, 1),
+            at(1_000, "a", Event::Paused { until_us: 20_000_000 }),
+            stopped(20_000, "a", 1, 1),
+        ];
+        let mut found = Vec::new();
+        check(&paused, &context(), &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        // Acting on for a second after the pause is past the term.
+        let late = [
+            wrote(0),
+            started(0, "a", 1, 1),
+            at(1_000, "a", Event::Paused { until_us: 20_000_000 }),
+            stopped(21_000, "a", 1, 1),
+        ];
+        check(&late, &context(), &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
     }
 }

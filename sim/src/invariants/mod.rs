@@ -16,6 +16,7 @@ pub mod belief_overlap;
 pub mod campaign_ended;
 pub mod events_truthful;
 pub mod keyed_acting;
+pub mod keyed_fencing;
 pub mod keyed_moves;
 pub mod keyed_one_writer;
 pub mod keyed_rounds;
@@ -76,6 +77,9 @@ pub enum Property {
     /// K5: a view change moves exactly the keys HRW predicts, and a key is
     /// started only by its owner in its round's view.
     KeyedMoves,
+    /// K6: per key, the rounds the fenced downstream accepts never go down,
+    /// and it never turns away the newest holder's writes.
+    KeyedFencing,
 }
 
 impl Property {
@@ -100,6 +104,7 @@ impl Property {
             Property::KeyedSettled => "keyed-settled",
             Property::KeyedTerm => "keyed-term",
             Property::KeyedMoves => "keyed-moves",
+            Property::KeyedFencing => "keyed-fencing",
         }
     }
 
@@ -140,11 +145,12 @@ impl Property {
             Property::KeyedSettled => "keys did not settle on their HRW owners in time",
             Property::KeyedTerm => "a member acted for a key after its term ended",
             Property::KeyedMoves => "keys moved that HRW did not move, or started off their owner",
+            Property::KeyedFencing => "a key's fenced downstream accepted a lower round or shut out its newest holder",
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 18] = [
+    pub const ALL: [Property; 19] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -163,6 +169,7 @@ impl Property {
         Property::KeyedSettled,
         Property::KeyedTerm,
         Property::KeyedMoves,
+        Property::KeyedFencing,
     ];
 }
 
@@ -305,17 +312,41 @@ pub struct NodeFacts {
     pub attempt_us: u64,
 }
 
+/// How much of `start..end` (µs) lies outside every one of `pauses`: the
+/// time a process could act in that span, since a paused process does
+/// nothing.
+pub fn unpaused_us(start: u64, end: u64, pauses: &[(u64, u64)]) -> u64 {
+    if end <= start {
+        return 0;
+    }
+    let mut clipped: Vec<(u64, u64)> =
+        pauses.iter().map(|&(from, to)| (from.max(start), to.min(end))).filter(|(from, to)| from < to).collect();
+    clipped.sort_unstable();
+    let mut paused = 0;
+    let mut cursor = start;
+    for (from, to) in clipped {
+        let from = from.max(cursor);
+        if to > from {
+            paused += to - from;
+            cursor = to;
+        }
+    }
+    (end - start) - paused
+}
+
 /// Runs every checker.
 pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     let mut violations = Vec::new();
     if context.keyed.is_some() {
         // Keyed members hold no election lease: the lease checkers have
         // nothing to read, and the keyed ones replace them.
-        keyed_one_writer::check(entries, &mut violations);
-        keyed_rounds::check(entries, &mut violations);
-        keyed_settled::check(entries, context, &mut violations);
-        keyed_term::check(entries, context, &mut violations);
-        keyed_moves::check(entries, context, &mut violations);
+        let acting = keyed_acting::intervals(entries);
+        keyed_one_writer::check(&acting, &mut violations);
+        keyed_rounds::check(&acting, &mut violations);
+        keyed_fencing::check(entries, &acting, &mut violations);
+        keyed_settled::check(&acting, context, &mut violations);
+        keyed_term::check(entries, &acting, context, &mut violations);
+        keyed_moves::check(entries, &acting, context, &mut violations);
         campaign_ended::check(entries, &mut violations);
         action_skipped::check(entries, &mut violations);
         violations.sort_by_key(|violation| (violation.at_us, violation.property));

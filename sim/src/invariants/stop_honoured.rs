@@ -18,7 +18,7 @@ use super::{Context, Property, Violation};
 use crate::history::{Entry, Event};
 
 /// The prefix of a stop in the history's fault labels (`stop <node>`).
-pub(crate) const STOP: &str = "stop ";
+pub const STOP: &str = "stop ";
 /// The prefix of a restart in the history's fault labels.
 pub(crate) const RESTART: &str = "restart ";
 

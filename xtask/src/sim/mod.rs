@@ -413,6 +413,14 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_stop_ms.unwrap_or_default();
         eprintln!("  seed {seed} took {ms:.0} ms to honour a stop; the bound is {bound} ms");
     }
+    for (seed, ms) in &outcome.verdict.slow_leaves {
+        let bound = named.scenario.max_leave_handoff_ms.unwrap_or_default();
+        eprintln!("  seed {seed} took {ms:.0} ms to hand a leaving member's keys on; the bound is {bound} ms");
+    }
+    for (seed, ms) in &outcome.verdict.slow_crashes {
+        let bound = named.scenario.max_crash_handoff_ms.unwrap_or_default();
+        eprintln!("  seed {seed} took {ms:.0} ms to hand a crashed member's keys on; the bound is {bound} ms");
+    }
     for (seed, lost) in &outcome.verdict.lost_terms {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
@@ -466,6 +474,8 @@ struct JsonScenario<'a> {
     slow_failovers: Vec<(u64, f64)>,
     slow_stops: Vec<(u64, f64)>,
     lost_terms: Vec<(u64, usize)>,
+    slow_leaves: Vec<(u64, f64)>,
+    slow_crashes: Vec<(u64, f64)>,
     runs: Vec<JsonRun<'a>>,
     errors: &'a [(u64, String)],
 }
@@ -495,6 +505,8 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             slow_failovers: outcome.verdict.slow_failovers.clone(),
             slow_stops: outcome.verdict.slow_stops.clone(),
             lost_terms: outcome.verdict.lost_terms.clone(),
+            slow_leaves: outcome.verdict.slow_leaves.clone(),
+            slow_crashes: outcome.verdict.slow_crashes.clone(),
             runs: outcome
                 .reports
                 .iter()

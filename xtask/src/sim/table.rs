@@ -7,7 +7,8 @@ use hoplock_sim::scenario::Finding;
 
 /// Renders the table. Columns: scenario, seeds run, the expected outcome,
 /// the outcome, the violations found (with how many seeds showed each),
-/// failover gap p50/p99 over every takeover, S3 requests per hour of
+/// failover gap p50/p99 over every takeover (in keyed worlds: leave and
+/// crash handoffs, p50/max), S3 requests per hour of
 /// leadership, followers' reads per TTL (mean over runs), and simulated
 /// seconds per CPU second.
 pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
@@ -135,9 +136,26 @@ pub fn failover(reports: &[hoplock_sim::runner::Report]) -> String {
     let mut gaps: Vec<u64> = reports.iter().flat_map(|report| report.stats.failover_gaps_us.iter().copied()).collect();
     gaps.sort_unstable();
     if gaps.is_empty() {
-        return "-".to_string();
+        return keyed_handoffs(reports);
     }
     format!("{:.2}s/{:.2}s", percentile(&gaps, 50) as f64 / 1e6, percentile(&gaps, 99) as f64 / 1e6)
+}
+
+/// For keyed worlds, which have no leader to fail over: how long a leaving
+/// and a crashed member's keys took to start elsewhere, p50/max over every
+/// leave and crash.
+fn keyed_handoffs(reports: &[hoplock_sim::runner::Report]) -> String {
+    let summary = |label: &str, pick: fn(&hoplock_sim::runner::Stats) -> &Vec<u64>| {
+        let mut times: Vec<u64> = reports.iter().flat_map(|report| pick(&report.stats).iter().copied()).collect();
+        times.sort_unstable();
+        let max = times.last().copied()?;
+        Some(format!("{label} {:.2}/{:.2}s", percentile(&times, 50) as f64 / 1e6, max as f64 / 1e6))
+    };
+    let parts: Vec<String> = [summary("leave", |s| &s.leave_handoffs_us), summary("crash", |s| &s.crash_handoffs_us)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if parts.is_empty() { "-".to_string() } else { parts.join(" ") }
 }
 
 /// The `p`th percentile of sorted values (nearest rank).
