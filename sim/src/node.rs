@@ -20,7 +20,7 @@ use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::Downstream;
 use crate::history::{Event, History, STOPPED};
 use crate::transport::SimTransport;
-use crate::world::{Api, KeyedSpec, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
+use crate::world::{Api, KeyedProtocol, KeyedSpec, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
 
 /// Where the fake S3 listens inside the simulation.
 pub const S3_HOST: &str = "s3";
@@ -32,6 +32,10 @@ pub const BUCKET: &str = "leases";
 pub const KEY: &str = "election/lease.json";
 /// The membership object's key, in keyed worlds.
 pub const MEMBERS_KEY: &str = "keyed/members.json";
+
+/// The prefix of the per-key lease keys, in keyed worlds run with
+/// [`KeyedProtocol::LeasePerKey`].
+pub const LEASES_PREFIX: &str = "leases/k";
 /// The credentials every node uses.
 pub const ACCESS_KEY: &str = "SIMACCESSKEY";
 /// The matching secret.
@@ -104,6 +108,13 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     config.operation_deadline = request_timeout * 2;
     let transport =
         Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
+    if let Some(keyed) = context.keyed.clone()
+        && keyed.protocol == KeyedProtocol::LeasePerKey
+    {
+        let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
+        let process = format!("{name}#{incarnation}");
+        return run_leases_per_key(&context, &keyed, config, transport, clock, entropy, delays_seed, process).await;
+    }
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
     if let Some(keyed) = context.keyed.clone() {
         let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
@@ -328,64 +339,13 @@ async fn run_keyed(
             leaver.leave();
         }
     });
-    // Key work runs on tokio tasks that must be Send, and the history is
-    // not: the work sends what it saw, stamped with the simulated time,
-    // and a local task records it.
-    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<Note>();
-    let (history, node, downstream) = (context.history.clone(), name.clone(), context.downstream.clone());
-    let (latency_ms, wire) = (keyed.fenced_latency_ms, clock.clone());
-    tokio::task::spawn_local(async move {
-        // Drawn here, in the order the notes arrive, so every run of a
-        // seed draws the same delays.
-        let mut delays = delays_seed;
-        while let Some(note) = received.recv().await {
-            match note {
-                Note::Event(at, event) => history.record(at, &node, event),
-                Note::Write { key, round, incarnation, sent } => {
-                    let delay = Duration::from_millis(splitmix64(&mut delays) % (latency_ms + 1));
-                    let (history, node, downstream) = (history.clone(), node.clone(), downstream.clone());
-                    let sent_us = u64::try_from(sent.as_micros()).unwrap_or(u64::MAX);
-                    // Timed on the node's clock, whose timers the runner
-                    // knows of; a pause of the node holds these back too,
-                    // which only makes them later.
-                    let wire = wire.clone();
-                    tokio::task::spawn_local(async move {
-                        use hoplock::clock::Clock;
-                        wire.sleep_until(wire.now() + delay).await;
-                        downstream.write_key(&history, &node, key, round, incarnation, sent_us);
-                    });
-                }
-            }
-        }
-    });
-    let work_stop = Duration::from_millis(keyed.work_stop_ms);
-    let (fenced_keys, write_every) = (keyed.fenced_keys, Duration::from_millis(keyed.fenced_every_ms));
+    let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
+    let work = KeyWork::new(keyed, clock.clone());
     let result = writer
         .run(move |ctx| {
-            let acting = Acting::start(events.clone(), &ctx);
-            let clock = clock.clone();
-            let fenced = acting.key < fenced_keys;
-            async move {
-                use hoplock::clock::Clock;
-                if fenced {
-                    // Writes as a careful user's work does: only while the
-                    // context says the key is still this member's.
-                    while !ctx.is_cancelled() {
-                        acting.write(&ctx);
-                        tokio::select! {
-                            biased;
-                            () = ctx.cancelled() => break,
-                            () = clock.sleep_until(clock.now() + write_every) => {}
-                        }
-                    }
-                } else {
-                    ctx.cancelled().await;
-                }
-                // Real work takes a while to wind down; the member waits
-                // for it before the key may move.
-                clock.sleep_until(clock.now() + work_stop).await;
-                drop(acting);
-            }
+            let key = key_number(ctx.key());
+            let acting = Acting::start(events.clone(), key, ctx.round().get(), ctx.incarnation().to_owned());
+            work.clone().run(acting, ctx)
         })
         .await;
     let event = match result {
@@ -417,20 +377,222 @@ struct Acting {
 }
 
 impl Acting {
-    fn start(events: tokio::sync::mpsc::UnboundedSender<Note>, ctx: &KeyContext) -> Acting {
-        let key = ctx.key().strip_prefix('k').and_then(|i| i.parse().ok()).unwrap_or(u32::MAX);
-        let (round, incarnation) = (ctx.round().get(), ctx.incarnation().to_owned());
+    fn start(events: tokio::sync::mpsc::UnboundedSender<Note>, key: u32, round: u64, incarnation: String) -> Acting {
         let now = turmoil::sim_elapsed().unwrap_or_default();
         let _ = events.send(Note::Event(now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
         Acting { events, key, round, incarnation }
     }
 
-    /// Sends one fenced write for the key, at the round of `ctx`.
-    fn write(&self, ctx: &KeyContext) {
+    /// Sends one fenced write for the key, at its round.
+    fn write(&self) {
         let sent = turmoil::sim_elapsed().unwrap_or_default();
-        let (key, round, incarnation) = (self.key, ctx.round().get(), self.incarnation.clone());
+        let (key, round, incarnation) = (self.key, self.round, self.incarnation.clone());
         let _ = self.events.send(Note::Write { key, round, incarnation, sent });
     }
+}
+
+/// Key `k{n}`'s number `n` (`u32::MAX` for a name the world never uses).
+fn key_number(key: &str) -> u32 {
+    key.strip_prefix('k').and_then(|i| i.parse().ok()).unwrap_or(u32::MAX)
+}
+
+/// The right to act for one key, as either protocol hands it out.
+trait KeyRight: Send + 'static {
+    fn is_cancelled(&self) -> bool;
+    fn cancelled(&self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+impl KeyRight for KeyContext {
+    fn is_cancelled(&self) -> bool {
+        KeyContext::is_cancelled(self)
+    }
+
+    fn cancelled(&self) -> impl std::future::Future<Output = ()> + Send {
+        KeyContext::cancelled(self)
+    }
+}
+
+impl KeyRight for LeaderContext {
+    fn is_cancelled(&self) -> bool {
+        LeaderContext::is_cancelled(self)
+    }
+
+    fn cancelled(&self) -> impl std::future::Future<Output = ()> + Send {
+        LeaderContext::cancelled(self)
+    }
+}
+
+/// What a key's work does in a keyed world, under either protocol.
+#[derive(Clone)]
+struct KeyWork {
+    clock: Arc<SimClock>,
+    work_stop: Duration,
+    fenced_keys: u32,
+    write_every: Duration,
+}
+
+impl KeyWork {
+    fn new(keyed: &KeyedSpec, clock: Arc<SimClock>) -> KeyWork {
+        KeyWork {
+            clock,
+            work_stop: Duration::from_millis(keyed.work_stop_ms),
+            fenced_keys: keyed.fenced_keys,
+            write_every: Duration::from_millis(keyed.fenced_every_ms),
+        }
+    }
+
+    /// Acts for the key until `right` is cancelled, then winds down.
+    fn run(self, acting: Acting, right: impl KeyRight) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let work = self;
+        async move {
+            use hoplock::clock::Clock;
+            if acting.key < work.fenced_keys {
+                // Writes as a careful user's work does: only while the
+                // right to act for the key holds.
+                while !right.is_cancelled() {
+                    acting.write();
+                    tokio::select! {
+                        biased;
+                        () = right.cancelled() => break,
+                        () = work.clock.sleep_until(work.clock.now() + work.write_every) => {}
+                    }
+                }
+            } else {
+                right.cancelled().await;
+            }
+            // Real work takes a while to wind down; the member waits for it
+            // before the key may move.
+            work.clock.sleep_until(work.clock.now() + work.work_stop).await;
+            drop(acting);
+        }
+    }
+}
+
+/// Starts the node's recorder: it writes what the key work reports into
+/// the history, and delivers fenced writes downstream after a delay drawn
+/// from the seed.
+fn spawn_recorder(
+    context: &NodeContext,
+    keyed: &KeyedSpec,
+    wire: Arc<SimClock>,
+    delays_seed: u64,
+) -> tokio::sync::mpsc::UnboundedSender<Note> {
+    // Key work runs on tokio tasks that must be Send, and the history is
+    // not: the work sends what it saw, stamped with the simulated time,
+    // and this local task records it.
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<Note>();
+    let (history, node, downstream) = (context.history.clone(), context.spec.name.clone(), context.downstream.clone());
+    let latency_ms = keyed.fenced_latency_ms;
+    tokio::task::spawn_local(async move {
+        // Drawn here, in the order the notes arrive, so every run of a
+        // seed draws the same delays.
+        let mut delays = delays_seed;
+        while let Some(note) = received.recv().await {
+            match note {
+                Note::Event(at, event) => history.record(at, &node, event),
+                Note::Write { key, round, incarnation, sent } => {
+                    let delay = Duration::from_millis(splitmix64(&mut delays) % (latency_ms + 1));
+                    let (history, node, downstream) = (history.clone(), node.clone(), downstream.clone());
+                    let sent_us = u64::try_from(sent.as_micros()).unwrap_or(u64::MAX);
+                    // Timed on the node's clock, whose timers the runner
+                    // knows of; a pause of the node holds these back too,
+                    // which only makes them later.
+                    let wire = wire.clone();
+                    tokio::task::spawn_local(async move {
+                        use hoplock::clock::Clock;
+                        wire.sleep_until(wire.now() + delay).await;
+                        downstream.write_key(&history, &node, key, round, incarnation, sent_us);
+                    });
+                }
+            }
+        }
+    });
+    events
+}
+
+/// Runs one process of a member of the per-key-lease baseline until it is
+/// crashed: one [`Elector`] per key, each on its own lease object, whose
+/// work records when it starts and stops the key, with the generation as
+/// the round. A scheduled stop stops every elector.
+#[allow(clippy::too_many_arguments)]
+async fn run_leases_per_key(
+    context: &NodeContext,
+    keyed: &KeyedSpec,
+    config: S3Config,
+    transport: Arc<SimTransport>,
+    clock: Arc<SimClock>,
+    entropy: Arc<SeededEntropy>,
+    delays_seed: u64,
+    process: String,
+) -> turmoil::Result {
+    let spec = &context.spec.elector;
+    let ttl = Duration::from_millis(spec.ttl_ms);
+    let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
+    let work = KeyWork::new(keyed, clock.clone());
+    let mut electors = Vec::new();
+    for key in 0..keyed.keys {
+        let config = S3Config { key: format!("{LEASES_PREFIX}{key}"), ..config.clone() };
+        let backend = S3Backend::with_parts(config, transport.clone(), clock.clone(), entropy.clone())?;
+        let mut builder = Elector::builder(backend)
+            .owner(context.spec.owner.clone().unwrap_or_else(|| context.spec.name.clone()))
+            .ttl(ttl)
+            .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
+            .drift_bound(spec.drift_bound)
+            .lock_delay(Duration::from_millis(spec.lock_delay_ms))
+            .clock(clock.clone())
+            .entropy(entropy.clone());
+        if let Some(renew) = spec.renew_ms {
+            builder = builder.renew_interval(Duration::from_millis(renew));
+        }
+        if let Some(margin) = spec.stop_margin_ms {
+            builder = builder.stop_margin(Duration::from_millis(margin));
+        }
+        electors.push(builder.build()?);
+    }
+    let mut stop = context.stop.subscribe();
+    let stopping = electors.clone();
+    tokio::task::spawn_local(async move {
+        if stop.wait_for(|stop| *stop).await.is_ok() {
+            for elector in &stopping {
+                elector.stop();
+            }
+        }
+    });
+    let campaigns: Vec<_> = electors
+        .into_iter()
+        .zip(0..keyed.keys)
+        .map(|(elector, key)| {
+            let (events, work, process) = (events.clone(), work.clone(), process.clone());
+            tokio::task::spawn_local(async move {
+                loop {
+                    let (events, work, process) = (events.clone(), work.clone(), process.clone());
+                    let led = elector
+                        .lead(move |ctx, lease| {
+                            let acting = Acting::start(events, key, lease.generation.get(), process);
+                            work.run(acting, ctx)
+                        })
+                        .await;
+                    if let Err(err) = led {
+                        return err;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Every key's campaign ends the same way: stopped, or a store that
+    // cannot do conditional writes. The first to end says which.
+    let mut first = None;
+    for campaign in campaigns {
+        if let Ok(err) = campaign.await {
+            first.get_or_insert(err);
+        }
+    }
+    let event = match first {
+        Some(hoplock::ElectorError::Stopped) | None => Event::ElectorError { message: STOPPED.into() },
+        Some(err) => Event::CampaignEnded { message: err.to_string() },
+    };
+    context.history.record_now(&context.spec.name, event);
+    std::future::pending().await
 }
 
 impl Drop for Acting {

@@ -139,6 +139,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         .fail_rate(world.network.loss_rate)
         .repair_rate(world.network.loss_repair_rate)
         .rng_seed(seed)
+        // The store's accept backlog: a per-key-lease world opens one
+        // connection per key and member at once. It is only a limit; below
+        // it nothing changes.
+        .tcp_capacity(4096)
         .build();
 
     let history = History::default();
@@ -616,7 +620,8 @@ fn apply(
 }
 
 fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BTreeMap<String, usize>) {
-    if event.bucket != BUCKET || (event.key != KEY && event.key != node::MEMBERS_KEY) {
+    let recorded = event.key == KEY || event.key == node::MEMBERS_KEY || event.key.starts_with(node::LEASES_PREFIX);
+    if event.bucket != BUCKET || !recorded {
         return;
     }
     let micros = |instant: hoplock::clock::Instant| instant.as_nanos() / 1000;
@@ -850,7 +855,8 @@ fn checker_context(world: &World) -> Context {
         // others have adopted its join.
         let settle_bound_us = (ttl_us as f64 * (1.0 + rho)) as u64 + 3 * read_us + lock_delay_us + 8 * rtt_us;
         let ids = world.nodes.iter().filter_map(|n| n.owner.clone().map(|id| (n.name.clone(), id))).collect();
-        invariants::KeyedFacts { keys: keyed.keys, ids, settle_bound_us }
+        let leases_per_key = keyed.protocol == crate::world::KeyedProtocol::LeasePerKey;
+        invariants::KeyedFacts { keys: keyed.keys, ids, settle_bound_us, leases_per_key }
     });
     Context {
         keyed,

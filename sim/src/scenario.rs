@@ -67,6 +67,11 @@ pub struct Scenario {
     /// loop is not unsafe, but it is a bug, and the bill shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests_per_leader_hour: Option<u64>,
+    /// A budget for keyed worlds: the most S3 requests per member-hour
+    /// (every member process from its start to its crash, its leave or the
+    /// end of the run) that any run may make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_member_hour: Option<u64>,
     /// A bound: the longest any handover to another node may take, from
     /// the old leader's end to the new leader's start, as the failover
     /// figures measure it. A handover that should take one poll but waits
@@ -339,6 +344,7 @@ impl Scenario {
             expect,
             tolerate: Vec::new(),
             max_requests_per_leader_hour: None,
+            max_requests_per_member_hour: None,
             max_failover_ms: None,
             max_follower_reads_per_ttl: None,
             max_stop_ms: None,
@@ -398,15 +404,17 @@ impl Scenario {
             })
             .map(|(finding, seeds)| (*finding, seeds.clone()))
             .collect();
-        let over_budget = match self.max_requests_per_leader_hour {
+        let per_hour = |budget: Option<u64>, hours: fn(&Stats) -> f64| match budget {
             Some(budget) => reports
                 .iter()
-                .filter(|report| report.stats.leader_hours > 0.0)
-                .map(|report| (report.seed, report.stats.s3_requests as f64 / report.stats.leader_hours))
+                .filter(|report| hours(&report.stats) > 0.0)
+                .map(|report| (report.seed, report.stats.s3_requests as f64 / hours(&report.stats)))
                 .filter(|(_, rate)| *rate > budget as f64)
                 .collect(),
             None => Vec::new(),
         };
+        let mut over_budget = per_hour(self.max_requests_per_leader_hour, |stats| stats.leader_hours);
+        over_budget.extend(per_hour(self.max_requests_per_member_hour, |stats| stats.member_hours));
         let slow_failovers = over_bound_ms(reports, self.max_failover_ms, |stats| &stats.failover_gaps_us);
         let busy_followers = match self.max_follower_reads_per_ttl {
             Some(budget) => reports
@@ -495,7 +503,8 @@ pub struct Verdict {
     /// Violations neither expected nor tolerated, with the seeds that
     /// showed them.
     pub unexpected: Vec<(Finding, Vec<u64>)>,
-    /// Runs over the request budget: seed and requests per leader-hour.
+    /// Runs over the request budget: seed and requests per leader-hour (or
+    /// per member-hour, in keyed worlds).
     pub over_budget: Vec<(u64, f64)>,
     /// Runs whose followers read more often than
     /// `max_follower_reads_per_ttl`: seed and reads per TTL.

@@ -70,6 +70,24 @@ pub struct KeyedSpec {
     /// writes can arrive after the next holder's first.
     #[serde(default = "default_fenced_latency_ms")]
     pub fenced_latency_ms: u64,
+    /// How the members decide who acts for a key: one membership object
+    /// (the design), or one election lease per key (the baseline it is
+    /// measured against).
+    #[serde(default)]
+    pub protocol: KeyedProtocol,
+}
+
+/// How a keyed world shares its keys out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyedProtocol {
+    /// `hoplock::keyed::KeyedWriter` over one membership object.
+    #[default]
+    Membership,
+    /// One `hoplock::Elector` per key and member, on key `leases/k{i}`:
+    /// whoever wins a key's lease acts for it, with its generation as the
+    /// round. What one lease per key costs; keys do not follow HRW.
+    LeasePerKey,
 }
 
 fn default_fenced_keys() -> u32 {

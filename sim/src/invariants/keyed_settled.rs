@@ -79,7 +79,7 @@ mod tests {
         Context {
             end_us: 100_000_000,
             contention: vec![(0, vec!["a".into(), "b".into()]), (10_000_000, vec!["a".into()])],
-            keyed: Some(KeyedFacts { keys: 2, ids: Vec::new(), settle_bound_us: 20_000_000 }),
+            keyed: Some(KeyedFacts { keys: 2, settle_bound_us: 20_000_000, ..KeyedFacts::default() }),
             ..Context::default()
         }
     }

@@ -398,8 +398,11 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         }
     }
     for (seed, rate) in &outcome.verdict.over_budget {
-        let budget = named.scenario.max_requests_per_leader_hour.unwrap_or_default();
-        eprintln!("  seed {seed} made {rate:.0} S3 requests per leader-hour; the budget is {budget}");
+        let (budget, per) = match named.scenario.max_requests_per_member_hour {
+            Some(budget) => (budget, "member"),
+            None => (named.scenario.max_requests_per_leader_hour.unwrap_or_default(), "leader"),
+        };
+        eprintln!("  seed {seed} made {rate:.0} S3 requests per {per}-hour; the budget is {budget}");
     }
     for (seed, rate) in &outcome.verdict.busy_followers {
         let budget = named.scenario.max_follower_reads_per_ttl.unwrap_or_default();
