@@ -18,16 +18,17 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hoplock::clock::SystemClock;
 use hoplock::hrw::{Membership, Round};
-use hoplock::keyed::{KeyContext, KeyedError, KeyedHandle, KeyedWriter, Leaver};
+use hoplock::keyed::{KeyedError, KeyedHandle, KeyedWriter, Leaver};
 use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
+use hoplock_testkit::acting::ActingLog;
 use hoplock_testkit::fake_s3::{FakeS3, server};
 use tokio::task::JoinHandle;
 
@@ -43,85 +44,12 @@ const SECRET_KEY: &str = "demo-secret";
 /// crashed member's TTL before they evict it.
 const SETTLE_WITHIN: Duration = Duration::from_secs(15);
 
-/// One acting interval of one key, as the key's work recorded it.
-#[derive(Clone, Debug)]
-struct Acting {
-    member: &'static str,
-    round: Round,
-    start: Instant,
-    stop: Option<Instant>,
-}
-
-/// Every key's acting intervals, shared by the work of every member.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<BTreeMap<String, Vec<Acting>>>>);
-
-impl Log {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Vec<Acting>>> {
-        // A panic elsewhere cannot leave an interval half written, so a
-        // poisoned log is still a true one.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Records the key's start. The returned guard records its stop when it
-    /// is dropped, which happens however the work ends: a crashed member's
-    /// work is aborted, not asked to finish.
-    fn start(&self, member: &'static str, ctx: &KeyContext) -> Stop {
-        let mut log = self.lock();
-        let intervals = log.entry(ctx.key().to_owned()).or_default();
-        intervals.push(Acting { member, round: ctx.round(), start: Instant::now(), stop: None });
-        Stop { log: self.clone(), key: ctx.key().to_owned(), index: intervals.len() - 1 }
-    }
-
-    /// The interval in which `member` acted for `key` at `round`.
-    fn interval(&self, key: &str, member: &str, round: Round) -> Option<Acting> {
-        self.lock().get(key)?.iter().find(|a| a.member == member && a.round == round).cloned()
-    }
-
-    /// Every key whose intervals overlap, or whose round did not rise from
-    /// one holder to the next, with what went wrong; and how many intervals
-    /// were checked.
-    fn check_one_writer_per_key(&self) -> (usize, Vec<String>) {
-        let log = self.lock();
-        let mut problems = Vec::new();
-        let mut checked = 0;
-        for (key, intervals) in log.iter() {
-            let mut intervals = intervals.clone();
-            intervals.sort_by_key(|a| a.start);
-            checked += intervals.len();
-            for pair in intervals.windows(2) {
-                let (earlier, later) = (&pair[0], &pair[1]);
-                match earlier.stop {
-                    None => {
-                        problems.push(format!("{key}: {} never stopped, yet {} started", earlier.member, later.member))
-                    }
-                    Some(stop) if stop > later.start => problems.push(format!(
-                        "{key}: {} (round {}) and {} (round {}) acted at once",
-                        earlier.member, earlier.round, later.member, later.round
-                    )),
-                    Some(_) => {}
-                }
-                if later.round <= earlier.round {
-                    problems.push(format!("{key}: round went from {} to {}", earlier.round, later.round));
-                }
-            }
-        }
-        (checked, problems)
-    }
-}
-
-struct Stop {
-    log: Log,
-    key: String,
-    index: usize,
-}
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        if let Some(acting) = self.log.lock().get_mut(&self.key).and_then(|v| v.get_mut(self.index)) {
-            acting.stop = Some(Instant::now());
-        }
-    }
+/// The interval in which `member` acted for `key` at `round`, with its
+/// times on the standard clock the example measures with.
+fn interval(log: &ActingLog, key: &str, member: &str, round: Round) -> Option<(Instant, Option<Instant>)> {
+    let intervals = log.intervals();
+    let acting = intervals.get(key)?.iter().find(|a| a.member == member && a.round == round)?;
+    Some((acting.start.into_std(), acting.stop.map(|stop| stop.into_std())))
 }
 
 /// A running member.
@@ -134,7 +62,7 @@ struct Node {
 
 /// Starts a member with its own S3 client. Its work does nothing but wait
 /// to be cancelled; a real one would write downstream, fenced by the round.
-fn start(id: &'static str, config: &S3Config, keys: &[String], log: &Log) -> Result<Node, String> {
+fn start(id: &'static str, config: &S3Config, keys: &[String], log: &ActingLog) -> Result<Node, String> {
     let store = S3Backend::new(config.clone()).map_err(|e| format!("cannot build {id}'s S3 backend: {e}"))?;
     let writer = KeyedWriter::builder(store)
         .id(id)
@@ -255,7 +183,7 @@ fn print_moves(
     since: Instant,
     before: &Holders,
     after: &Holders,
-    log: &Log,
+    log: &ActingLog,
     what: &str,
 ) -> Vec<String> {
     let mut problems = Vec::new();
@@ -278,11 +206,11 @@ fn print_moves(
             problems
                 .push(format!("{key} moved from {from} to {to} but its round went from {old_round} to {new_round}"));
         }
-        let (old, new) = (log.interval(key, from, old_round), log.interval(key, to, new_round));
-        if let Some(new) = &new {
-            took.push(new.start.saturating_duration_since(since));
-            if let Some(stopped) = old.and_then(|old| old.stop) {
-                unheld.push(new.start.saturating_duration_since(stopped));
+        let (old, new) = (interval(log, key, from, old_round), interval(log, key, to, new_round));
+        if let Some((started, _)) = new {
+            took.push(started.saturating_duration_since(since));
+            if let Some(stopped) = old.and_then(|(_, stop)| stop) {
+                unheld.push(started.saturating_duration_since(stopped));
             }
         }
     }
@@ -342,7 +270,7 @@ async fn story() -> Result<Vec<String>, String> {
     config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
 
     let keys: Vec<String> = (0..KEY_COUNT).map(|i| format!("job-{i:03}")).collect();
-    let log = Log::default();
+    let log = ActingLog::default();
     let mut problems = Vec::new();
     let origin = Instant::now();
     println!("   time  event (TTL {TTL:?}; membership object s3://{BUCKET}/{OBJECT} at {endpoint})");
@@ -398,7 +326,7 @@ async fn story() -> Result<Vec<String>, String> {
     let held_by_c: Vec<&String> = third.iter().filter(|(_, (member, _))| *member == "c").map(|(key, _)| key).collect();
     let c_stops: Vec<Duration> = held_by_c
         .iter()
-        .filter_map(|key| log.interval(key, "c", third[*key].1)?.stop)
+        .filter_map(|key| interval(&log, key, "c", third[*key].1)?.1)
         .map(|stop| stop.saturating_duration_since(crashed))
         .collect();
     println!(
@@ -423,12 +351,14 @@ async fn story() -> Result<Vec<String>, String> {
     let _ = shutdown.send(());
     let _ = serving.await;
 
-    let (checked, overlaps) = log.check_one_writer_per_key();
+    let overlaps = log.problems();
+    let intervals = log.intervals();
+    let checked: usize = intervals.values().map(Vec::len).sum();
     if overlaps.is_empty() {
         println!(
             "{}  checked {checked} acting intervals over {} keys: no key ever had two members acting at once",
             at(origin),
-            log.lock().len()
+            intervals.len()
         );
     } else {
         println!("{}  checked {checked} acting intervals: {} problems", at(origin), overlaps.len());

@@ -84,7 +84,7 @@ pub(crate) enum Phase {
 #[derive(Debug)]
 pub(crate) struct Seen {
     pub record: MembershipRecord,
-    pub set: MemberSet,
+    pub set: Arc<MemberSet>,
 }
 
 /// What a read told the shell.
@@ -276,15 +276,16 @@ impl Core {
     }
 
     fn adopt_seen(&mut self, record: MembershipRecord, version: Version) {
-        let changed = self.newest.as_ref().is_none_or(|seen| seen.record.view != record.view);
-        let set = if changed {
-            record.member_set()
-        } else {
-            self.newest.as_ref().map(|s| s.set.clone()).unwrap_or_else(|| record.member_set())
+        // Renewals change nonces, not members: the prepared set (and what
+        // this member owns) carries over while the view stays the same.
+        let set = match self.newest.as_ref().filter(|seen| seen.record.view == record.view) {
+            Some(seen) => seen.set.clone(),
+            None => {
+                let set = Arc::new(record.member_set());
+                self.owned = self.keys.iter().filter(|k| set.is_owner(k.as_str(), &self.me.id)).cloned().collect();
+                set
+            }
         };
-        if changed {
-            self.owned = self.keys.iter().filter(|k| set.is_owner(k.as_str(), &self.me.id)).cloned().collect();
-        }
         if record.is_active() {
             self.active_members = Some(set.members().to_vec());
         }

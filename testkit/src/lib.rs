@@ -6,11 +6,14 @@
 //!   a hyper server for it over any listener;
 //! - [`linearizability`]: a checker that decides whether a recorded history
 //!   of operations on one key could have come from an atomic
-//!   compare-and-swap register.
+//!   compare-and-swap register;
+//! - [`acting`]: a log that keyed writers' work keeps of when it acted for
+//!   which key, and the single-writer check over it.
 //!
 //! The simulator runs the fake over its simulated network and audits it
 //! with the checker; `hoplock check-s3` serves the fake on loopback when no
 //! endpoint is given and judges real providers with the same checker.
 
+pub mod acting;
 pub mod fake_s3;
 pub mod linearizability;

@@ -16,89 +16,10 @@ use std::time::Duration;
 use hoplock::backend::ObjectBackend;
 use hoplock::backend::memory::MemoryBackend;
 use hoplock::hrw::{Leases, Member, MemberSet, Membership, Round};
-use hoplock::keyed::{KeyContext, KeyedError, KeyedHandle, KeyedWriter, Leaver};
+use hoplock::keyed::{KeyedError, KeyedHandle, KeyedWriter, Leaver};
+use hoplock_testkit::acting::ActingLog;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-/// One acting interval of one key, as its member logged it.
-#[derive(Clone, Debug)]
-struct Acting {
-    member: String,
-    incarnation: String,
-    round: Round,
-    start: Instant,
-    stop: Option<Instant>,
-}
-
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<BTreeMap<String, Vec<Acting>>>>);
-
-impl Log {
-    /// Records the key's start; the returned guard records its stop when the
-    /// work ends, however it ends (a killed member's work is dropped).
-    fn start(&self, member: &str, ctx: &KeyContext) -> Stop {
-        let mut log = self.0.lock().unwrap();
-        let intervals = log.entry(ctx.key().to_owned()).or_default();
-        intervals.push(Acting {
-            member: member.to_owned(),
-            incarnation: ctx.incarnation().to_owned(),
-            round: ctx.round(),
-            start: Instant::now(),
-            stop: None,
-        });
-        Stop { log: self.clone(), key: ctx.key().to_owned(), index: intervals.len() - 1 }
-    }
-
-    /// Panics unless every key's intervals are disjoint and its rounds rise
-    /// from one holder to the next.
-    fn assert_one_writer_per_key(&self) {
-        let log = self.0.lock().unwrap();
-        for (key, intervals) in log.iter() {
-            let mut intervals = intervals.clone();
-            intervals.sort_by_key(|a| a.start);
-            for pair in intervals.windows(2) {
-                let (earlier, later) = (&pair[0], &pair[1]);
-                let stop = earlier.stop.unwrap_or_else(|| panic!("{key}: {earlier:?} is still acting under {later:?}"));
-                assert!(stop <= later.start, "{key} had two writers at once: {earlier:?} and {later:?}");
-                assert!(later.round > earlier.round, "{key}: round did not rise from {earlier:?} to {later:?}");
-            }
-        }
-    }
-
-    /// The round each key is held at now, by whom.
-    fn holders(&self) -> BTreeMap<String, (String, Round)> {
-        let log = self.0.lock().unwrap();
-        log.iter()
-            .filter_map(|(key, intervals)| {
-                let open: Vec<&Acting> = intervals.iter().filter(|a| a.stop.is_none()).collect();
-                (open.len() == 1).then(|| (key.clone(), (open[0].member.clone(), open[0].round)))
-            })
-            .collect()
-    }
-
-    fn incarnations(&self, member: &str) -> Vec<String> {
-        let log = self.0.lock().unwrap();
-        let mut found: Vec<String> =
-            log.values().flatten().filter(|a| a.member == member).map(|a| a.incarnation.clone()).collect();
-        found.sort();
-        found.dedup();
-        found
-    }
-}
-
-struct Stop {
-    log: Log,
-    key: String,
-    index: usize,
-}
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        if let Ok(mut log) = self.log.0.lock() {
-            log.get_mut(&self.key).unwrap()[self.index].stop = Some(Instant::now());
-        }
-    }
-}
 
 struct Running {
     handle: KeyedHandle,
@@ -106,7 +27,7 @@ struct Running {
     task: JoinHandle<Result<(), KeyedError>>,
 }
 
-fn start<O: ObjectBackend>(store: O, id: &str, keys: &[String], ttl: Duration, log: &Log) -> Running {
+fn start<O: ObjectBackend>(store: O, id: &str, keys: &[String], ttl: Duration, log: &ActingLog) -> Running {
     let writer = KeyedWriter::builder(store).id(id).keys(keys.iter().cloned()).ttl(ttl).build().unwrap();
     let (handle, leaver) = (writer.handle(), writer.leaver());
     let (log, member) = (log.clone(), id.to_owned());
@@ -125,7 +46,12 @@ fn start<O: ObjectBackend>(store: O, id: &str, keys: &[String], ttl: Duration, l
 }
 
 /// Waits until every key is held by exactly its HRW owner over `members`.
-async fn settle(log: &Log, keys: &[String], members: &[&str], within: Duration) -> BTreeMap<String, (String, Round)> {
+async fn settle(
+    log: &ActingLog,
+    keys: &[String],
+    members: &[&str],
+    within: Duration,
+) -> BTreeMap<String, (String, Round)> {
     let set = MemberSet::new(members.iter().map(|id| Member::new(*id, "")));
     let deadline = Instant::now() + within;
     loop {
@@ -146,7 +72,7 @@ async fn settle(log: &Log, keys: &[String], members: &[&str], within: Duration) 
 /// writers.
 pub async fn join_leave_and_kill<O: ObjectBackend + Clone>(store: O, key_count: usize, ttl: Duration) {
     let keys: Vec<String> = (0..key_count).map(|i| format!("key-{i:05}")).collect();
-    let log = Log::default();
+    let log = ActingLog::default();
     let a = start(store.clone(), "a", &keys, ttl, &log);
     let b = start(store.clone(), "b", &keys, ttl, &log);
     let c = start(store.clone(), "c", &keys, ttl, &log);
@@ -183,10 +109,12 @@ pub async fn join_leave_and_kill<O: ObjectBackend + Clone>(store: O, key_count: 
         }
     }
     assert_eq!(log.incarnations("a").len(), 1, "a never lost its entry");
-    log.assert_one_writer_per_key();
+    let problems = log.problems();
+    assert!(problems.is_empty(), "{problems:?}");
     a.leaver.leave();
     a.task.await.unwrap().unwrap();
-    log.assert_one_writer_per_key();
+    let problems = log.problems();
+    assert!(problems.is_empty(), "{problems:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -212,7 +140,7 @@ async fn a_configuration_that_cannot_renew_in_time_is_refused() {
 async fn a_corrupt_object_is_never_acted_on_or_overwritten() {
     let store = MemoryBackend::new();
     store.put_raw(b"{\"generation\":3}".to_vec());
-    let log = Log::default();
+    let log = ActingLog::default();
     let keys = vec!["k".to_owned()];
     let a = start(store.clone(), "a", &keys, Duration::from_secs(3), &log);
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -225,7 +153,7 @@ async fn a_corrupt_object_is_never_acted_on_or_overwritten() {
 #[tokio::test(start_paused = true)]
 async fn a_member_of_a_different_weight_function_is_refused() {
     let store = MemoryBackend::new();
-    let log = Log::default();
+    let log = ActingLog::default();
     let keys = vec!["k".to_owned()];
     let a = start(store.clone(), "a", &keys, Duration::from_secs(3), &log);
     tokio::time::sleep(Duration::from_secs(1)).await;
