@@ -151,6 +151,7 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
+    #[allow(clippy::disallowed_methods)] // Paced on tokio's paused clock, the one the log reads.
     async fn a_handover_after_the_stop_is_clean_and_an_overlap_is_not() {
         let log = ActingLog::default();
         let a = log.record("k", "a", "a-1", Generation(1));
