@@ -356,6 +356,11 @@ impl Core {
         self.hold_new_until
     }
 
+    /// The instant before which a creator adopts no view.
+    pub fn withhold_adoption_until(&self) -> Instant {
+        self.withhold_adoption_until
+    }
+
     /// The earliest instant an entry this member watches may be evicted.
     pub fn next_eviction(&self) -> Option<Instant> {
         let seen = self.newest.as_ref()?;
@@ -421,6 +426,13 @@ impl Core {
             Phase::Finished => Ok(None),
             Phase::Leaving => {
                 if record.entry(&self.me.id).is_none_or(|e| e.incarnation != self.incarnation) {
+                    return Ok(None);
+                }
+                if now < self.withhold_adoption_until {
+                    // A creator's entry keeps the new object inactive until
+                    // its wait is over; removing it would end the wait for
+                    // everyone. Left in place, it is evicted after its TTL
+                    // of silence, which waits as long.
                     return Ok(None);
                 }
                 let change = self.change(ChangeKind::Leave, &self.me.id, &self.incarnation);
@@ -950,6 +962,22 @@ mod tests {
         step(&mut a, &mut object, at(3_000));
         step(&mut b, &mut object, at(3_010));
         assert!(!a.running().is_empty() && !b.running().is_empty());
+    }
+
+    #[test]
+    fn a_creator_leaving_during_its_wait_leaves_its_entry_to_be_evicted() {
+        let keys = keys();
+        let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        step(&mut b, &mut object, at(100));
+        a.observe(object.read(), at(500));
+        a.begin_leave();
+        // Removing the one entry that adopted nothing would make b's view
+        // active before the wait for a deleted object's members is over.
+        assert!(plan(&a, at(500)).is_none());
+        assert!(plan(&a, at(2_999)).is_none());
+        assert_eq!(plan(&a, at(3_000)).map(|p| p.kind), Some(WriteKind::Leave));
     }
 
     #[test]

@@ -368,7 +368,15 @@ async fn within_term(work: impl Future<Output = ()>, mut term: watch::Receiver<T
     loop {
         tokio::select! {
             biased;
-            () = clock.sleep_until(deadline) => return,
+            () = clock.sleep_until(deadline) => {
+                // A renewal may have moved the end while this task waited
+                // to be polled: the term ended only if it still says so.
+                let now = *term.borrow_and_update();
+                if ended || now.cancelled || now.until <= deadline {
+                    return;
+                }
+                deadline = now.until;
+            }
             () = &mut work => return,
             changed = term.changed(), if !ended => match changed {
                 Ok(()) => {
@@ -438,6 +446,12 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// (configuration, a full object, a store that cannot do conditional
     /// writes). Dropping the future stops every key at once, as a crash
     /// would; the entry is then evicted after its TTL.
+    ///
+    /// The future `work` returns must not block its thread. A key counts as
+    /// stopped only once its task is gone, aborted or not, and a task stuck
+    /// inside a poll cannot go: the member then waits for it, renews
+    /// nothing, and its term ends, so the others take its keys after the
+    /// TTL, but this member acts for no key again.
     pub async fn run<F, Fut>(&self, work: F) -> Result<(), KeyedError>
     where
         F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
@@ -514,8 +528,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         {
             wake = wake.min(end);
         }
-        if core.hold_new_until() > now {
-            wake = wake.min(core.hold_new_until());
+        for held in [core.hold_new_until(), core.withhold_adoption_until()] {
+            if held > now {
+                wake = wake.min(held);
+            }
         }
         wake
     }
@@ -777,9 +793,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// this incarnation never acts again, whatever its outcome.
     async fn leave_now(&self, tasks: &mut Tasks) -> Result<(), KeyedError> {
         let deadline = self.now() + self.timing().leave_timeout;
+        // Work may take until the term's end or the leave timeout to stop,
+        // whichever comes first: read before leaving ends the term.
+        let stop_by = self.shared.core().term_end().map_or(deadline, |end| end.min(deadline)).max(self.now());
         self.shared.core().begin_leave();
         let keys: Vec<String> = tasks.0.keys().cloned().collect();
-        let stop_by = self.shared.core().term_end().map_or(deadline, |end| end.min(deadline)).max(self.now());
         // The term is over for every key the moment leaving starts.
         self.publish_term();
         self.stop_keys(tasks, &keys, stop_by).await;
