@@ -108,48 +108,19 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     config.operation_deadline = request_timeout * 2;
     let transport =
         Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
+    let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
     if let Some(keyed) = context.keyed.clone()
         && keyed.protocol == KeyedProtocol::LeasePerKey
     {
-        let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
         let process = format!("{name}#{incarnation}");
         return run_leases_per_key(&context, &keyed, config, transport, clock, entropy, delays_seed, process).await;
     }
     let backend = S3Backend::with_parts(config, transport, clock.clone(), entropy.clone())?;
     if let Some(keyed) = context.keyed.clone() {
-        let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
         return run_keyed(&context, &keyed, backend, clock, entropy, delays_seed).await;
     }
 
-    let mut builder = Elector::builder(backend)
-        .owner(context.spec.owner.clone().unwrap_or_else(|| name.clone()))
-        .ttl(ttl)
-        .request_timeout(request_timeout)
-        .drift_bound(spec.drift_bound)
-        .lock_delay(Duration::from_millis(spec.lock_delay_ms))
-        .clock(clock.clone())
-        .entropy(entropy)
-        .policy(match spec.policy {
-            PolicySpec::Ours => Policy::Safe,
-            PolicySpec::Seed => Policy::WallClockExpiry,
-        })
-        .reads(match spec.reads {
-            ReadsSpec::FollowRenewals => Reads::FollowRenewals,
-            ReadsSpec::Poll => Reads::Poll,
-        });
-    if let Some(renew) = spec.renew_ms {
-        builder = builder.renew_interval(Duration::from_millis(renew));
-    }
-    if let Some(margin) = spec.stop_margin_ms {
-        builder = builder.stop_margin(Duration::from_millis(margin));
-    }
-    if let Some(timeout) = spec.release_timeout_ms {
-        builder = builder.release_timeout(Duration::from_millis(timeout));
-    }
-    if let Some(poll) = spec.poll_ms {
-        builder = builder.poll_interval(Duration::from_millis(poll));
-    }
-    let elector = builder.build()?;
+    let elector = elector_for(&context.spec, backend, clock.clone(), entropy)?;
 
     // Renewals and errors go into the history as they happen. turmoil runs
     // each host on a local task set, so the history need not be Send.
@@ -296,6 +267,47 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
             }
         },
     }
+}
+
+/// The node's elector over `backend`, with the settings of its
+/// `[nodes.elector]` table.
+fn elector_for(
+    node: &NodeSpec,
+    backend: S3Backend,
+    clock: Arc<SimClock>,
+    entropy: Arc<SeededEntropy>,
+) -> Result<Elector<S3Backend>, hoplock::ElectorError> {
+    let spec = &node.elector;
+    let ttl = Duration::from_millis(spec.ttl_ms);
+    let mut builder = Elector::builder(backend)
+        .owner(node.owner.clone().unwrap_or_else(|| node.name.clone()))
+        .ttl(ttl)
+        .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
+        .drift_bound(spec.drift_bound)
+        .lock_delay(Duration::from_millis(spec.lock_delay_ms))
+        .clock(clock)
+        .entropy(entropy)
+        .policy(match spec.policy {
+            PolicySpec::Ours => Policy::Safe,
+            PolicySpec::Seed => Policy::WallClockExpiry,
+        })
+        .reads(match spec.reads {
+            ReadsSpec::FollowRenewals => Reads::FollowRenewals,
+            ReadsSpec::Poll => Reads::Poll,
+        });
+    if let Some(renew) = spec.renew_ms {
+        builder = builder.renew_interval(Duration::from_millis(renew));
+    }
+    if let Some(margin) = spec.stop_margin_ms {
+        builder = builder.stop_margin(Duration::from_millis(margin));
+    }
+    if let Some(timeout) = spec.release_timeout_ms {
+        builder = builder.release_timeout(Duration::from_millis(timeout));
+    }
+    if let Some(poll) = spec.poll_ms {
+        builder = builder.poll_interval(Duration::from_millis(poll));
+    }
+    builder.build()
 }
 
 /// Runs one process of a keyed member until it is crashed: a
@@ -525,29 +537,13 @@ async fn run_leases_per_key(
     delays_seed: u64,
     process: String,
 ) -> turmoil::Result {
-    let spec = &context.spec.elector;
-    let ttl = Duration::from_millis(spec.ttl_ms);
     let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
     let work = KeyWork::new(keyed, clock.clone());
     let mut electors = Vec::new();
     for key in 0..keyed.keys {
         let config = S3Config { key: format!("{LEASES_PREFIX}{key}"), ..config.clone() };
         let backend = S3Backend::with_parts(config, transport.clone(), clock.clone(), entropy.clone())?;
-        let mut builder = Elector::builder(backend)
-            .owner(context.spec.owner.clone().unwrap_or_else(|| context.spec.name.clone()))
-            .ttl(ttl)
-            .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
-            .drift_bound(spec.drift_bound)
-            .lock_delay(Duration::from_millis(spec.lock_delay_ms))
-            .clock(clock.clone())
-            .entropy(entropy.clone());
-        if let Some(renew) = spec.renew_ms {
-            builder = builder.renew_interval(Duration::from_millis(renew));
-        }
-        if let Some(margin) = spec.stop_margin_ms {
-            builder = builder.stop_margin(Duration::from_millis(margin));
-        }
-        electors.push(builder.build()?);
+        electors.push(elector_for(&context.spec, backend, clock.clone(), entropy.clone())?);
     }
     let mut stop = context.stop.subscribe();
     let stopping = electors.clone();

@@ -382,16 +382,20 @@ impl Core {
     /// renewal, an eviction, or an adoption that was held back.
     pub fn write_due(&self, now: Instant) -> bool {
         let adoption_due = matches!(self.phase, Phase::Member { .. })
-            && now >= self.withhold_adoption_until
-            && self.newest.as_ref().is_some_and(|seen| {
-                seen.record
-                    .entry(&self.me.id)
-                    .is_some_and(|e| e.is(&self.me.id, &self.incarnation) && e.adopted < seen.record.view)
-            })
+            && self.newest.as_ref().is_some_and(|seen| self.adoption_pending(&seen.record, now))
             && self.to_stop(now).is_empty();
         adoption_due
             || self.renewal_due().is_some_and(|due| now >= due)
             || self.next_eviction().is_some_and(|due| now >= due)
+    }
+
+    /// Whether this incarnation has an entry in `record` that has not
+    /// adopted its view, and may adopt it now.
+    fn adoption_pending(&self, record: &MembershipRecord, now: Instant) -> bool {
+        now >= self.withhold_adoption_until
+            && record
+                .entry(&self.me.id)
+                .is_some_and(|e| e.is(&self.me.id, &self.incarnation) && e.adopted < record.view)
     }
 
     /// When this member's next renewal is due.
@@ -490,11 +494,11 @@ impl Core {
                 if let Some(entry) = evictable {
                     return Ok(self.evict(record, entry, expected, Some(fresh_nonce), adopt));
                 }
-                let Some(mine) = record.entry(&self.me.id).filter(|e| e.incarnation == self.incarnation) else {
+                if record.entry(&self.me.id).is_none_or(|e| e.incarnation != self.incarnation) {
                     return Ok(None);
-                };
+                }
                 let renewal_due = self.renewal_due().is_some_and(|due| now >= due);
-                if !renewal_due && (mine.adopted >= record.view || !adopt) {
+                if !renewal_due && !self.adoption_pending(record, now) {
                     return Ok(None);
                 }
                 let mut next = record.clone();
