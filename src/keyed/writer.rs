@@ -206,12 +206,10 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
             adoption: self.adoption,
         };
         let core = Core::new(timing, me, new_incarnation(&id, entropy.as_ref()), keys.into());
-        let (term, _) = watch::channel(Term { cancelled: true, until: Instant::ZERO });
         Ok(KeyedWriter {
             store: self.store,
             shared: Arc::new(Shared { core: Mutex::new(core), clock, id }),
             entropy,
-            term,
             leave: Arc::new(Leave::default()),
         })
     }
@@ -298,7 +296,6 @@ pub struct KeyedWriter<O> {
     store: O,
     shared: Arc<Shared>,
     entropy: Arc<dyn Entropy>,
-    term: watch::Sender<Term>,
     leave: Arc<Leave>,
 }
 
@@ -334,9 +331,16 @@ impl Leaver {
     }
 }
 
-/// A running key's task and its stop signal.
+/// A running key's task, its stop signal, and its copy of the term.
+///
+/// Each task has a term channel of its own rather than all of them sharing
+/// the member's: a watch with many waiters wakes them in an order drawn
+/// from tokio's own random numbers, not the seed, so a leave would wind
+/// keys down in a different order from run to run. Sending to one channel
+/// per task, in key order, wakes them in key order.
 struct Task {
     stop: watch::Sender<bool>,
+    term: watch::Sender<Term>,
     handle: JoinHandle<()>,
 }
 
@@ -607,18 +611,18 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     async fn stop_moved(&self, tasks: &mut Tasks) {
         let stop = self.shared.core().to_stop(self.now());
         if stop.is_empty() {
-            self.publish_term();
+            self.publish_term(tasks);
             return;
         }
         let deadline = self.shared.core().term_end().unwrap_or(Instant::ZERO);
         self.stop_keys(tasks, &stop, deadline).await;
-        self.publish_term();
+        self.publish_term(tasks);
     }
 
     async fn stop_all(&self, tasks: &mut Tasks) {
         let keys: Vec<String> = tasks.0.keys().cloned().collect();
         self.stop_keys(tasks, &keys, Instant::ZERO).await;
-        self.publish_term();
+        self.publish_term(tasks);
     }
 
     /// Signals each key to stop, then waits for its task until `deadline`;
@@ -654,14 +658,20 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         }
     }
 
-    /// Tells every key context how long the term holds.
-    fn publish_term(&self) {
-        let end = self.shared.core().term_end();
-        let term = match end {
+    /// How long the term holds, as key contexts see it.
+    fn term(&self) -> Term {
+        match self.shared.core().term_end() {
             Some(until) => Term { cancelled: false, until },
             None => Term { cancelled: true, until: Instant::ZERO },
-        };
-        self.term.send_replace(term);
+        }
+    }
+
+    /// Tells every key context how long the term holds, in key order.
+    fn publish_term(&self, tasks: &Tasks) {
+        let term = self.term();
+        for task in tasks.0.values() {
+            task.term.send_replace(term);
+        }
     }
 
     /// Plans and sends writes until none is due, re-reading after each race
@@ -708,7 +718,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     WriteKind::Renew => debug!(member = %self.shared.id, view, "renewed"),
                     _ => info!(member = %self.shared.id, view, ?kind, entry = %change.id, "membership changed"),
                 }
-                self.publish_term();
+                self.publish_term(tasks);
                 Ok(true)
             }
             Some(Err(BackendError::LeaseHeld | BackendError::NoLease)) => {
@@ -731,7 +741,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 self.take_in(read, read_at, tasks).await;
                 let landed = found && self.shared.core().settle(&planned, sent_at, arrived);
                 if landed {
-                    self.publish_term();
+                    self.publish_term(tasks);
                     return Ok(true);
                 }
                 if planned.kind == WriteKind::Leave {
@@ -771,9 +781,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         }
         // `work` is the caller's code: the core is not locked while it runs,
         // so it may look at this member's handle.
-        let term = self.term.subscribe();
+        let now = self.term();
         for (key, round) in start {
             let (stop, stopped) = watch::channel(false);
+            let (term_sender, term) = watch::channel(now);
             let lease = KeyLease { key: key.clone(), owner: self.shared.id.clone(), round };
             let ctx = KeyContext {
                 lease,
@@ -784,7 +795,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             };
             debug!(member = %self.shared.id, %key, round = round.get(), "started key");
             let guarded = within_term(work(ctx), term.clone(), self.shared.clock.clone());
-            tasks.0.insert(key, Task { stop, handle: tokio::spawn(guarded) });
+            tasks.0.insert(key, Task { stop, term: term_sender, handle: tokio::spawn(guarded) });
         }
     }
 
@@ -799,7 +810,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         self.shared.core().begin_leave();
         let keys: Vec<String> = tasks.0.keys().cloned().collect();
         // The term is over for every key the moment leaving starts.
-        self.publish_term();
+        self.publish_term(tasks);
         self.stop_keys(tasks, &keys, stop_by).await;
         while self.now() < deadline {
             let (read, arrived) = self.read().await;
