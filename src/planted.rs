@@ -3,7 +3,8 @@
 //!
 //! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's tables (I1 to
 //! I10 and the liveness rule L1 in the elector; K1 and K2 in keyed
-//! writers), the way real libraries have broken it. A bug is
+//! writers; D1, one seed one trace, in the simulator), the way real
+//! libraries have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
 //! bug has been chosen at run time with [`plant`]. Without the feature this
 //! module is private, [`active`] is a constant `false`, and the compiler
@@ -79,12 +80,17 @@ pub enum Bug {
     /// K1: a read of an older view replaces the newest one read, so a key
     /// that moved away runs again under the older view.
     ResumeOlderView,
+    /// D1: every key task of a member waits on one shared term channel. A
+    /// watch wakes many waiters in an order drawn from tokio's own random
+    /// numbers, which no seed reaches, so a leave winds keys down in a
+    /// different order from run to run and one seed gives two traces.
+    SharedTermWatch,
 }
 
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -101,6 +107,7 @@ impl Bug {
         Bug::RoundFromCounter,
         Bug::ReuseEntry,
         Bug::ResumeOlderView,
+        Bug::SharedTermWatch,
     ];
 
     /// The kebab-case name `--planted` takes.
@@ -122,6 +129,7 @@ impl Bug {
             Bug::RoundFromCounter => "round-from-counter",
             Bug::ReuseEntry => "reuse-entry",
             Bug::ResumeOlderView => "resume-older-view",
+            Bug::SharedTermWatch => "shared-term-watch",
         }
     }
 
@@ -141,6 +149,7 @@ impl Bug {
             Bug::LaggingReads => "L1",
             Bug::AdoptBeforeStop | Bug::StartBeforeActive | Bug::ResumeOlderView => "K1",
             Bug::RoundFromCounter | Bug::ReuseEntry => "K2",
+            Bug::SharedTermWatch => "D1",
         }
     }
 }

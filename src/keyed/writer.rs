@@ -211,6 +211,8 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
             shared: Arc::new(Shared { core: Mutex::new(core), clock, id }),
             entropy,
             leave: Arc::new(Leave::default()),
+            #[cfg(feature = "planted")]
+            shared_term: watch::channel(Term { cancelled: true, until: Instant::ZERO }).0,
         })
     }
 
@@ -297,6 +299,10 @@ pub struct KeyedWriter<O> {
     shared: Arc<Shared>,
     entropy: Arc<dyn Entropy>,
     leave: Arc<Leave>,
+    /// One term channel for every key task; only the planted
+    /// `shared-term-watch` bug hands it out.
+    #[cfg(feature = "planted")]
+    shared_term: watch::Sender<Term>,
 }
 
 struct Shared {
@@ -672,6 +678,8 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         for task in tasks.0.values() {
             task.term.send_replace(term);
         }
+        #[cfg(feature = "planted")]
+        self.shared_term.send_replace(term);
     }
 
     /// Plans and sends writes until none is due, re-reading after each race
@@ -782,9 +790,13 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         // `work` is the caller's code: the core is not locked while it runs,
         // so it may look at this member's handle.
         let now = self.term();
+        #[cfg(feature = "planted")]
+        self.shared_term.send_replace(now);
         for (key, round) in start {
             let (stop, stopped) = watch::channel(false);
             let (term_sender, term) = watch::channel(now);
+            #[cfg(feature = "planted")]
+            let term = if planted::active(Bug::SharedTermWatch) { self.shared_term.subscribe() } else { term };
             let lease = KeyLease { key: key.clone(), owner: self.shared.id.clone(), round };
             let ctx = KeyContext {
                 lease,

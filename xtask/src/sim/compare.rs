@@ -64,9 +64,9 @@ impl Against {
 /// are set for the default schedule and a switched set is expected to
 /// break some of them.
 pub fn run(scenarios: &[Named], options: &Options, against: Against) -> Result<(), String> {
-    let ours = run_all(scenarios, options, false);
+    let ours = run_all(scenarios, options, false, false);
     let switched_scenarios = against.apply(scenarios);
-    let theirs = run_all(&switched_scenarios, options, false);
+    let theirs = run_all(&switched_scenarios, options, false, false);
     print!("{}", render(scenarios, &ours, &theirs, against));
     let failed: Vec<&str> = scenarios
         .iter()

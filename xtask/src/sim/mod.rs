@@ -162,7 +162,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if (options.trace.is_some() || options.timeline.is_some()) && !(single && scenarios.len() == 1) {
         return Err("--trace and --timeline draw one run: give one --scenario and a --seed".into());
     }
-    let results = run_all(&scenarios, &options, options.trace.is_some() || options.timeline.is_some());
+    // A default run replays one seed of every scenario: a world that gives
+    // another trace for the same seed cannot be replayed from a failure.
+    let replay = !single;
+    let results = run_all(&scenarios, &options, options.trace.is_some() || options.timeline.is_some(), replay);
     report(&scenarios, &results, &options)
 }
 
@@ -214,11 +217,22 @@ pub struct Outcome {
     pub verdict: Verdict,
     /// Runs that could not start, with why.
     pub errors: Vec<(u64, String)>,
+    /// How many seeds were run a second time to compare their traces.
+    pub replayed: usize,
+    /// Seeds whose replay gave another trace.
+    pub diverged: Vec<Divergence>,
+}
+
+/// A seed run twice that gave two different histories.
+pub struct Divergence {
+    pub seed: u64,
+    pub first: u64,
+    pub again: u64,
 }
 
 impl Outcome {
     pub fn as_expected(&self) -> bool {
-        self.errors.is_empty() && self.verdict.as_expected()
+        self.errors.is_empty() && self.diverged.is_empty() && self.verdict.as_expected()
     }
 }
 
@@ -231,14 +245,34 @@ fn seeds(scenario: &Scenario, options: &Options) -> Vec<u64> {
     }
 }
 
+/// One run to make: a scenario's index, a seed, and whether it replays a
+/// seed that is run anyway.
+#[derive(Clone, Copy)]
+struct Job {
+    scenario: usize,
+    seed: u64,
+    replay: bool,
+}
+
 /// Runs every (scenario, seed) pair on `jobs` threads with a progress bar.
-/// Histories are dropped after checking unless `keep_entries`.
-fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Outcome> {
-    let jobs: Vec<(usize, u64)> = scenarios
-        .iter()
-        .enumerate()
-        .flat_map(|(index, named)| seeds(&named.scenario, options).into_iter().map(move |seed| (index, seed)))
-        .collect();
+/// Histories are dropped after checking unless `keep_entries`. With
+/// `replay`, each scenario's first seed runs twice, on whichever threads
+/// pick it up, and the two trace hashes must match: tokio draws some of its
+/// own choices (which shard of a watch a waiter goes to, for one) from
+/// numbers that differ per thread and per process, and a world that leans
+/// on one of them gives another trace for the same seed.
+fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool, replay: bool) -> Vec<Outcome> {
+    let mut jobs: Vec<Job> = Vec::new();
+    for (scenario, named) in scenarios.iter().enumerate() {
+        for (position, seed) in seeds(&named.scenario, options).into_iter().enumerate() {
+            jobs.push(Job { scenario, seed, replay: false });
+            // Right after the seed it replays, so that a long world's
+            // replay runs beside the rest rather than last and alone.
+            if replay && position == 0 {
+                jobs.push(Job { scenario, seed, replay: true });
+            }
+        }
+    }
     let worlds: Vec<_> = scenarios.iter().map(|named| named.scenario.world()).collect();
     let results: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
@@ -250,7 +284,7 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
             scope.spawn(|| {
                 loop {
                     let index = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(&(scenario, seed)) = jobs.get(index) else { return };
+                    let Some(&Job { scenario, seed, replay }) = jobs.get(index) else { return };
                     // A panic in one run is reported as that run's error;
                     // it must not take the other runs or the progress bar
                     // down with it.
@@ -260,7 +294,7 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
                         Err(panic) => Err(format!("the run panicked: {}", panic_message(&panic))),
                     };
                     if let Ok(report) = &mut result
-                        && !keep_entries
+                        && (replay || !keep_entries)
                     {
                         report.entries = Vec::new();
                     }
@@ -274,13 +308,32 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool) -> Vec<Ou
     let results = results.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut outcomes: Vec<Outcome> = scenarios
         .iter()
-        .map(|_| Outcome { reports: Vec::new(), verdict: Verdict::default(), errors: Vec::new() })
+        .map(|_| Outcome {
+            reports: Vec::new(),
+            verdict: Verdict::default(),
+            errors: Vec::new(),
+            replayed: 0,
+            diverged: Vec::new(),
+        })
         .collect();
-    for ((scenario, seed), result) in jobs.into_iter().zip(results) {
-        match result {
-            Some(Ok(report)) => outcomes[scenario].reports.push(report),
-            Some(Err(err)) => outcomes[scenario].errors.push((seed, err)),
-            None => outcomes[scenario].errors.push((seed, "the run did not finish".into())),
+    let mut replays = Vec::new();
+    for (Job { scenario, seed, replay }, result) in jobs.into_iter().zip(results) {
+        let outcome = &mut outcomes[scenario];
+        let result = result.unwrap_or_else(|| Err("the run did not finish".into()));
+        match (result, replay) {
+            (Ok(report), false) => outcome.reports.push(report),
+            (Ok(report), true) => replays.push((scenario, seed, report.trace_hash)),
+            (Err(err), false) => outcome.errors.push((seed, err)),
+            (Err(err), true) => outcome.errors.push((seed, format!("its replay: {err}"))),
+        }
+    }
+    for (scenario, seed, again) in replays {
+        let outcome = &mut outcomes[scenario];
+        // A first run that failed is already an error of its own.
+        let Some(first) = outcome.reports.iter().find(|report| report.seed == seed) else { continue };
+        outcome.replayed += 1;
+        if first.trace_hash != again {
+            outcome.diverged.push(Divergence { seed, first: first.trace_hash, again });
         }
     }
     for (named, outcome) in scenarios.iter().zip(&mut outcomes) {
@@ -388,6 +441,12 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         eprintln!("  seed {seed} could not run: {err}");
         eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}");
     }
+    for Divergence { seed, first, again } in &outcome.diverged {
+        eprintln!("  seed {seed} is not deterministic: run twice, it gave trace hashes {first:016x} and {again:016x}");
+        eprintln!(
+            "  compare: cargo xtask sim --scenario {name} --seed {seed}{planted} --trace FILE, twice, and diff the files"
+        );
+    }
     for (finding, seeds) in &outcome.verdict.unexpected {
         let shown: Vec<String> = seeds.iter().take(8).map(u64::to_string).collect();
         eprintln!("  unexpected {finding} ({}) in seeds {}", finding.summary(), shown.join(", "));
@@ -479,6 +538,9 @@ struct JsonScenario<'a> {
     lost_terms: Vec<(u64, usize)>,
     slow_leaves: Vec<(u64, f64)>,
     slow_crashes: Vec<(u64, f64)>,
+    /// Replayed seeds whose second trace differed: seed, first and second
+    /// trace hash.
+    diverged: Vec<(u64, String, String)>,
     runs: Vec<JsonRun<'a>>,
     errors: &'a [(u64, String)],
 }
@@ -510,6 +572,11 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             lost_terms: outcome.verdict.lost_terms.clone(),
             slow_leaves: outcome.verdict.slow_leaves.clone(),
             slow_crashes: outcome.verdict.slow_crashes.clone(),
+            diverged: outcome
+                .diverged
+                .iter()
+                .map(|d| (d.seed, format!("{:016x}", d.first), format!("{:016x}", d.again)))
+                .collect(),
             runs: outcome
                 .reports
                 .iter()
@@ -578,19 +645,25 @@ mod planted {
         println!("{:<27} {:<5} {:>6}  caught by", "planted bug", "rule", "caught");
         for bug in Bug::ALL {
             planted::plant(Some(bug));
-            let outcomes = run_all(&scenarios, options, false);
+            // A determinism bug (rule D) breaks no checker of a run: only a
+            // replay shows it, so only its runs are replayed.
+            let determinism = bug.rule().starts_with('D');
+            let outcomes = run_all(&scenarios, options, false, determinism);
             // Caught means a violation the file does not expect. A liveness
             // bug (rule L1) breaks no safety checker: for it, a bound the
             // file sets (a handover slower than it allows) counts too, and
             // only for it, so a safety bug is never called caught because
-            // it also made some run busier. A run that fails to start or a
-            // finding that goes missing is not caught.
+            // it also made some run busier; likewise a replay that gives
+            // another trace counts only for a determinism bug. A run that
+            // fails to start or a finding that goes missing is not caught.
             let liveness = bug.rule().starts_with('L');
             let catching: Vec<&str> = scenarios
                 .iter()
                 .zip(&outcomes)
                 .filter(|(_, outcome)| {
-                    !outcome.verdict.unexpected.is_empty() || (liveness && outcome.verdict.breaks_a_bound())
+                    !outcome.verdict.unexpected.is_empty()
+                        || (liveness && outcome.verdict.breaks_a_bound())
+                        || (determinism && !outcome.diverged.is_empty())
                 })
                 .map(|(named, _)| named.name.as_str())
                 .collect();

@@ -88,6 +88,11 @@ pub fn render(scenarios: &[Named], outcomes: &[Outcome]) -> String {
         total_cpu,
         if total_cpu > 0.0 { total_sim / total_cpu } else { 0.0 }
     );
+    let replayed: usize = outcomes.iter().map(|outcome| outcome.replayed).sum();
+    if replayed > 0 {
+        let diverged: usize = outcomes.iter().map(|outcome| outcome.diverged.len()).sum();
+        let _ = writeln!(out, "same seed, same trace: {replayed} seeds run twice, {diverged} gave another trace");
+    }
     // What the checkers could not judge, so a reader knows how much was.
     let reports = || outcomes.iter().flat_map(|outcome| outcome.reports.iter());
     let judged: usize = reports().map(|report| report.stats.liveness_windows.checked).sum();
