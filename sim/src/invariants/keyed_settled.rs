@@ -5,9 +5,8 @@
 
 use hoplock::hrw::{Member, MemberSet};
 
-use super::keyed_acting::{Intervals, intervals};
+use super::keyed_acting::Intervals;
 use super::{Context, Property, Violation};
-use crate::history::Entry;
 
 /// Reports each key that is unowned, doubly owned or owned by the wrong
 /// member at the end, or that was still moving later than the bound allows.
@@ -59,16 +58,12 @@ pub fn check(acting: &Intervals, context: &Context, violations: &mut Vec<Violati
     }
 }
 
-/// The latest start of any key after `from_us`, in µs after it: how long
-/// the keys took to settle after the last membership change.
-pub fn settle_time_us(entries: &[Entry], from_us: u64) -> Option<u64> {
-    intervals(entries).values().flatten().filter(|a| a.start_us >= from_us).map(|a| a.start_us - from_us).max()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Entry;
     use crate::invariants::KeyedFacts;
+    use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
 
     fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
@@ -111,6 +106,5 @@ mod tests {
         let mut found = Vec::new();
         check(&prompt, &context(), &mut found);
         assert!(found.is_empty(), "{found:?}");
-        assert_eq!(settle_time_us(&prompt, 10_000_000), Some(2_000_000));
     }
 }
