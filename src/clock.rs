@@ -8,6 +8,30 @@
 //! timers; a simulated drift that only changed the readings would hide the
 //! bugs it exists to find.
 //!
+//! # Suspend
+//!
+//! A host can be suspended: a laptop sleeps, a VM is paused or snapshotted
+//! and restored. Two kinds of monotonic clock behave differently then.
+//! `CLOCK_MONOTONIC` on Linux, `mach_absolute_time` on macOS, and so `std`'s
+//! and tokio's `Instant`, **stop** while the host sleeps; `CLOCK_BOOTTIME` on
+//! Linux and `CLOCK_MONOTONIC_RAW` on macOS and iOS **count** the time
+//! slept. A lease is timed in true elapsed time (the other nodes keep
+//! counting while this one sleeps), so [`SystemClock::now`] counts suspend
+//! on those platforms. Elsewhere it is tokio's `Instant`, which counts
+//! whatever the platform's monotonic clock counts: on Windows that is
+//! `QueryPerformanceCounter`, which Microsoft documents as counting sleep;
+//! on the BSDs and other Unix systems it may stop, and a holder whose host
+//! sleeps there is stopped by fencing alone.
+//!
+//! Timers are another matter. tokio's timer wheel runs on the clock that
+//! stops, so a timer armed before a suspend fires late by the time slept,
+//! whatever [`Clock::now`] reads. No safety deadline may therefore rest on
+//! one long sleep: [`sleep_until_checked`] sleeps in slices of at most
+//! [`Clock::suspend_check`] (default [`DEFAULT_SUSPEND_CHECK`]) and reads the
+//! clock again after each, so a deadline that passed while the host slept
+//! is noticed within one slice of waking. The elector's and the keyed
+//! writer's term guards wait that way.
+//!
 //! Architecture invariant: nothing outside this module reads the system
 //! clock. Clippy's `disallowed_methods` enforces it for the rest of the crate.
 
@@ -15,8 +39,17 @@ use std::fmt;
 use std::future::Future;
 use std::ops::{Add, Sub};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
+
+use crate::planted::{self, Bug};
+
+/// How often, by default, a safety deadline is read again from the clock
+/// while it is waited for ([`Clock::suspend_check`]): after a host wakes
+/// from a suspend, a holder whose term ended while it slept stops within
+/// this long (plus a timer's lateness).
+pub const DEFAULT_SUSPEND_CHECK: Duration = Duration::from_millis(250);
 
 /// A point on one clock's monotonic timeline, in nanoseconds since that
 /// clock's origin.
@@ -94,22 +127,144 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn timer_resolution(&self) -> Duration {
         Duration::from_millis(1)
     }
+
+    /// How long a timer of this clock may sleep before a safety deadline is
+    /// read again ([`sleep_until_checked`]). A timer may fire late by as
+    /// long as the host was suspended (see the module docs), so this bounds
+    /// how long after waking a holder whose term ended in its sleep goes on
+    /// believing it leads. Default [`DEFAULT_SUSPEND_CHECK`]; never shorter
+    /// than [`Clock::timer_resolution`] in use.
+    fn suspend_check(&self) -> Duration {
+        DEFAULT_SUSPEND_CHECK
+    }
 }
 
-/// The real clocks: tokio's monotonic time and the system's wall time.
+/// Completes once `clock.now()` has reached `deadline`, at most
+/// [`Clock::suspend_check`] (and a timer's lateness) after it did, even if
+/// the host was suspended meanwhile.
 ///
-/// Monotonic time comes from tokio rather than `std` so that tokio's paused
-/// test time and simulators that virtualise tokio time apply to it.
-#[derive(Debug)]
+/// One sleep until the deadline would fire late by the time the host slept
+/// (tokio's timers run on the clock that stops), so this sleeps in slices
+/// of at most the suspend check and reads the clock after each. Every
+/// deadline that ends a right to act is waited for this way; timers that
+/// only make something happen later (a renewal, a read) need not be.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use hoplock::clock::{self, Clock, SystemClock};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+/// let deadline = clock.now() + Duration::from_secs(2);
+/// clock::sleep_until_checked(clock.as_ref(), deadline).await;
+/// assert!(clock.now() >= deadline);
+/// # }
+/// ```
+pub async fn sleep_until_checked(clock: &dyn Clock, deadline: Instant) {
+    if planted::active(Bug::TimerStopsInSuspend) {
+        // The bug: one long sleep, late by however long the host slept.
+        return clock.sleep_until(deadline).await;
+    }
+    let slice = clock.suspend_check().max(clock.timer_resolution());
+    loop {
+        let now = clock.now();
+        if now >= deadline {
+            return;
+        }
+        clock.sleep_until(deadline.min(now + slice)).await;
+    }
+}
+
+/// The real clocks: a monotonic clock that counts time the host spent
+/// suspended, where the platform tells it, and the system's wall time.
+///
+/// The monotonic reading is tokio's `Instant` (so tokio's paused test time
+/// and simulators that virtualise tokio time apply to it) plus the time the
+/// host has spent suspended since this clock was made: on Linux and Android
+/// `CLOCK_BOOTTIME` − `CLOCK_MONOTONIC`, on macOS and iOS
+/// `CLOCK_MONOTONIC_RAW` − `CLOCK_UPTIME_RAW`. Under real time that sum
+/// *is* `CLOCK_BOOTTIME` (or `CLOCK_MONOTONIC_RAW`) since the clock was made.
+/// On other platforms the suspended part is zero and the reading is
+/// tokio's `Instant` alone (see the module docs for what that counts).
+///
+/// Timers are tokio's, so a sleep fires late by the time the host slept;
+/// [`sleep_until_checked`] bounds that for the deadlines that matter.
+///
+/// ```
+/// use std::time::Duration;
+/// use hoplock::clock::{Clock, SystemClock};
+///
+/// // Safety deadlines are read again every 100 ms instead of every 250 ms.
+/// let clock = SystemClock::new().with_suspend_check(Duration::from_millis(100));
+/// assert_eq!(clock.suspend_check(), Duration::from_millis(100));
+/// ```
 pub struct SystemClock {
     origin: tokio::time::Instant,
+    /// Where the time spent suspended comes from (the OS, or a test's).
+    suspended: SuspendSource,
+    /// What it read when the clock was made.
+    suspended_at_origin: Duration,
+    /// The most suspended time seen since, in nanoseconds: the two OS
+    /// clocks are read one after the other, so their difference jitters by
+    /// a few nanoseconds, and the reading must never go back.
+    suspended_seen: AtomicU64,
+    suspend_check: Duration,
+}
+
+/// Reads how long the host has spent suspended since it booted.
+type SuspendSource = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+impl fmt::Debug for SystemClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SystemClock")
+            .field("origin", &self.origin)
+            .field("suspended", &self.suspended())
+            .field("suspend_check", &self.suspend_check)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SystemClock {
     /// A clock whose origin is now.
-    #[allow(clippy::disallowed_methods)] // The one place the real clock is read.
     pub fn new() -> SystemClock {
-        SystemClock { origin: tokio::time::Instant::now() }
+        SystemClock::with_suspend_source(Arc::new(suspended_since_boot))
+    }
+
+    /// A clock that learns how long the host slept from `suspended`
+    /// instead of the OS, so tests can suspend it under tokio's paused
+    /// time.
+    #[cfg(test)]
+    pub(crate) fn with_fake_suspends(suspended: Arc<AtomicU64>) -> SystemClock {
+        SystemClock::with_suspend_source(Arc::new(move || Duration::from_nanos(suspended.load(Ordering::SeqCst))))
+    }
+
+    #[allow(clippy::disallowed_methods)] // The one place the real clock is read.
+    fn with_suspend_source(suspended: SuspendSource) -> SystemClock {
+        SystemClock {
+            origin: tokio::time::Instant::now(),
+            suspended_at_origin: suspended(),
+            suspended,
+            suspended_seen: AtomicU64::new(0),
+            suspend_check: DEFAULT_SUSPEND_CHECK,
+        }
+    }
+
+    /// Sets how often safety deadlines are read again while waited for
+    /// ([`Clock::suspend_check`]); values below the timer resolution (1 ms)
+    /// count as 1 ms.
+    pub fn with_suspend_check(mut self, check: Duration) -> SystemClock {
+        self.suspend_check = check.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Time spent suspended since the clock was made, never going back.
+    fn suspended(&self) -> Duration {
+        let now = (self.suspended)().saturating_sub(self.suspended_at_origin);
+        let nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        let seen = self.suspended_seen.fetch_max(nanos, Ordering::AcqRel).max(nanos);
+        Duration::from_nanos(seen)
     }
 }
 
@@ -127,13 +282,56 @@ impl Clock for SystemClock {
 
     fn now(&self) -> Instant {
         let elapsed = tokio::time::Instant::now().saturating_duration_since(self.origin);
-        Instant::ZERO + elapsed
+        Instant::ZERO + elapsed + self.suspended()
     }
 
     fn sleep_until(&self, deadline: Instant) -> Sleep {
-        let at = self.origin + Duration::from_nanos(deadline.as_nanos());
-        Box::pin(tokio::time::sleep_until(at))
+        // tokio's timer runs on the clock that stops in suspend: it is set
+        // for the time left now, and fires late by any suspend to come.
+        let left = deadline.saturating_duration_since(self.now());
+        Box::pin(tokio::time::sleep_until(tokio::time::Instant::now() + left))
     }
+
+    fn suspend_check(&self) -> Duration {
+        self.suspend_check
+    }
+}
+
+/// The clock that counts suspend, and the one that stops in it (the one
+/// tokio's `Instant` reads), on platforms that have both.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const SUSPEND_CLOCKS: (libc::clockid_t, libc::clockid_t) = (libc::CLOCK_BOOTTIME, libc::CLOCK_MONOTONIC);
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+const SUSPEND_CLOCKS: (libc::clockid_t, libc::clockid_t) = (libc::CLOCK_MONOTONIC_RAW, libc::CLOCK_UPTIME_RAW);
+
+/// Time the host has spent suspended since it booted, as the difference of
+/// a clock that counts suspend and one that does not. Zero where the
+/// platform has no such pair.
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios"))]
+fn suspended_since_boot() -> Duration {
+    let (counting, stopping) = SUSPEND_CLOCKS;
+    // The stopping clock first: the jitter between the two reads then
+    // counts as (nanoseconds of) suspend, never the other way.
+    let (Some(stopped), Some(counted)) = (read_clock(stopping), read_clock(counting)) else {
+        return Duration::ZERO;
+    };
+    counted.saturating_sub(stopped)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios")))]
+fn suspended_since_boot() -> Duration {
+    Duration::ZERO
+}
+
+/// One `clock_gettime` reading, or `None` if the kernel refused the clock.
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios"))]
+fn read_clock(id: libc::clockid_t) -> Option<Duration> {
+    let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let status = unsafe { libc::clock_gettime(id, &mut spec) };
+    let secs = u64::try_from(spec.tv_sec).ok()?;
+    let nanos = u32::try_from(spec.tv_nsec).ok()?;
+    (status == 0).then(|| Duration::new(secs, nanos))
 }
 
 const PPB: i128 = 1_000_000_000;
@@ -261,6 +459,107 @@ mod tests {
         clock.step_wall(-60_000_000_000);
         assert_eq!(clock.wall(), SystemTime::UNIX_EPOCH + Duration::from_secs(940));
         assert_eq!(clock.now(), before);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_system_clock_counts_time_the_host_spent_suspended() {
+        let slept = Arc::new(AtomicU64::new(5_000_000_000));
+        let clock = SystemClock::with_fake_suspends(slept.clone());
+        let start = clock.now();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(clock.now().saturating_duration_since(start), Duration::from_secs(1));
+        // The host sleeps a minute: tokio's time stands still, the clock
+        // does not.
+        slept.fetch_add(60_000_000_000, Ordering::SeqCst);
+        assert_eq!(clock.now().saturating_duration_since(start), Duration::from_secs(61));
+        // A source that jitters back never moves the reading back.
+        slept.fetch_sub(1, Ordering::SeqCst);
+        assert_eq!(clock.now().saturating_duration_since(start), Duration::from_secs(61));
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn on_linux_the_suspended_time_is_boottime_less_monotonic() {
+        // Read the kernel directly around the clock's own read: the time
+        // slept since boot cannot change within microseconds.
+        let read = |id| {
+            let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes one timespec through a valid pointer.
+            assert_eq!(unsafe { libc::clock_gettime(id, &mut spec) }, 0);
+            Duration::new(spec.tv_sec as u64, spec.tv_nsec as u32)
+        };
+        let before = read(libc::CLOCK_BOOTTIME).saturating_sub(read(libc::CLOCK_MONOTONIC));
+        let ours = suspended_since_boot();
+        let after = read(libc::CLOCK_BOOTTIME).saturating_sub(read(libc::CLOCK_MONOTONIC));
+        let slack = Duration::from_millis(1);
+        assert!(
+            ours + slack >= before.min(after) && ours <= before.max(after) + slack,
+            "{before:?} {ours:?} {after:?}"
+        );
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn on_linux_the_system_clock_reads_boottime() {
+        // Under real time, tokio's Instant is CLOCK_MONOTONIC, so the clock
+        // plus the suspended part is CLOCK_BOOTTIME since the clock was made.
+        let boottime = || {
+            let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes one timespec through a valid pointer.
+            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut spec) }, 0);
+            Duration::new(spec.tv_sec as u64, spec.tv_nsec as u32)
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        runtime.block_on(async {
+            let first = boottime();
+            let clock = SystemClock::new();
+            let made = boottime();
+            std::thread::sleep(Duration::from_millis(20));
+            let before = boottime();
+            let read = clock.now().saturating_duration_since(Instant::ZERO);
+            let after = boottime();
+            // The clock's origin lies between `first` and `made`.
+            assert!(read >= before.saturating_sub(made) && read <= after.saturating_sub(first), "{read:?}");
+        });
+    }
+
+    /// A clock whose host the test suspends by hand, under tokio's paused
+    /// time.
+    fn suspendable() -> (SystemClock, Arc<AtomicU64>) {
+        let slept = Arc::new(AtomicU64::new(0));
+        (SystemClock::with_fake_suspends(slept.clone()), slept)
+    }
+
+    #[tokio::test(start_paused = true)]
+    #[allow(clippy::disallowed_methods)] // Tokio's paused time is the test's true time.
+    async fn a_checked_deadline_that_passed_in_a_suspend_is_noticed_within_one_check() {
+        let (clock, slept) = suspendable();
+        let clock: Arc<dyn Clock> = Arc::new(clock);
+        let deadline = clock.now() + Duration::from_secs(10);
+        let checked = tokio::spawn({
+            let clock = clock.clone();
+            async move { sleep_until_checked(clock.as_ref(), deadline).await }
+        });
+        let raw = tokio::spawn(clock.sleep_until(deadline));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The host sleeps for a minute: tokio's timers do not move.
+        slept.fetch_add(60_000_000_000, Ordering::SeqCst);
+        let woke = tokio::time::Instant::now();
+        checked.await.unwrap();
+        let noticed = woke.elapsed();
+        assert!(noticed <= DEFAULT_SUSPEND_CHECK + Duration::from_millis(1), "{noticed:?}");
+        // One long sleep would have gone on for the nine seconds left.
+        assert!(!raw.is_finished());
+        raw.await.unwrap();
+        assert!(woke.elapsed() >= Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_checked_deadline_without_a_suspend_fires_on_time() {
+        let clock = SystemClock::new().with_suspend_check(Duration::from_millis(100));
+        let start = clock.now();
+        sleep_until_checked(&clock, start + Duration::from_millis(1234)).await;
+        assert_eq!(clock.now().saturating_duration_since(start), Duration::from_millis(1234));
     }
 
     #[test]

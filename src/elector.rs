@@ -399,11 +399,6 @@ pub struct StoreHealth {
 /// records state none, and its deployments commonly run TTLs up to a minute.
 const DEFAULT_ASSUMED_TTL: Duration = Duration::from_secs(60);
 
-/// How many unresolved renewals a holder tracks. More than this many in a row
-/// within one TTL means the store is failing anyway; forgetting the oldest
-/// can only make the holder step down early, never lead late.
-const MAX_PENDING: usize = 8;
-
 /// The current term's state while leading.
 #[derive(Clone, Debug)]
 struct Held {
@@ -414,8 +409,10 @@ struct Held {
     /// When the holder must have stopped acting.
     ends_at: Instant,
     /// Renewals since the last confirmed write whose outcome is not known
-    /// (they may still land): nonce and send time, oldest first, at most
-    /// [`MAX_PENDING`].
+    /// (they may still land): nonce and send time, oldest first. All of
+    /// them, however many: one forgotten and landing later would read as
+    /// another writer's record, a loss nobody caused. Attempts are spaced
+    /// by the retry pause, so a term holds a bounded number.
     pending: Vec<(String, Instant)>,
 }
 

@@ -2,7 +2,7 @@
 //! scenarios catch what they exist to catch.
 //!
 //! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's tables (I1 to
-//! I10 and the liveness rule L1 in the elector; K1 and K2 in keyed
+//! I10 with I4a and I9a, and the liveness rule L1 in the elector; K1 and K2 in keyed
 //! writers; D1, one seed one trace, in the simulator), the way real
 //! libraries have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
@@ -41,6 +41,10 @@ pub enum Bug {
     /// I4: a contender takes over once the record's `expires_at` has passed
     /// on its own wall clock.
     TrustExpiresAt,
+    /// I4a: a released record is taken at once whoever wrote it, so an
+    /// operator's reset over a record that had replaced a live holder's
+    /// cuts that holder's wait short.
+    ForeignReleaseEndsWait,
     /// I5: the lock-delay is skipped after an involuntary takeover.
     SkipLockDelay,
     /// I6: a stop request releases the lease at once, while the leader-only
@@ -56,6 +60,10 @@ pub enum Bug {
     /// I9: the holder times its term on the wall clock, so an NTP step
     /// backwards extends it.
     WallClockDeadline,
+    /// I9a: a safety deadline is one long sleep, which fires late by as
+    /// long as the host was suspended, so a holder whose term ended while
+    /// its host slept goes on leading after it wakes.
+    TimerStopsInSuspend,
     /// I10: the incarnation id is derived from the owner name, so a second
     /// process under the same name treats the first one's lease as its own.
     FixedIncarnation,
@@ -90,16 +98,18 @@ pub enum Bug {
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 19] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
         Bug::TrustExpiresAt,
+        Bug::ForeignReleaseEndsWait,
         Bug::SkipLockDelay,
         Bug::ReleaseBeforeWorkStops,
         Bug::ActOnUnknownOutcome,
         Bug::ReuseRecordBytes,
         Bug::WallClockDeadline,
+        Bug::TimerStopsInSuspend,
         Bug::FixedIncarnation,
         Bug::LaggingReads,
         Bug::AdoptBeforeStop,
@@ -117,11 +127,13 @@ impl Bug {
             Bug::ReleaseDeletes => "release-deletes",
             Bug::LeadWhileUnreachable => "lead-while-unreachable",
             Bug::TrustExpiresAt => "trust-expires-at",
+            Bug::ForeignReleaseEndsWait => "foreign-release-ends-wait",
             Bug::SkipLockDelay => "skip-lock-delay",
             Bug::ReleaseBeforeWorkStops => "release-before-work-stops",
             Bug::ActOnUnknownOutcome => "act-on-unknown-outcome",
             Bug::ReuseRecordBytes => "reuse-record-bytes",
             Bug::WallClockDeadline => "wall-clock-deadline",
+            Bug::TimerStopsInSuspend => "timer-stops-in-suspend",
             Bug::FixedIncarnation => "fixed-incarnation",
             Bug::LaggingReads => "lagging-reads",
             Bug::AdoptBeforeStop => "adopt-before-stop",
@@ -140,11 +152,13 @@ impl Bug {
             Bug::ReleaseDeletes => "I2",
             Bug::LeadWhileUnreachable => "I3",
             Bug::TrustExpiresAt => "I4",
+            Bug::ForeignReleaseEndsWait => "I4a",
             Bug::SkipLockDelay => "I5",
             Bug::ReleaseBeforeWorkStops => "I6",
             Bug::ActOnUnknownOutcome => "I7",
             Bug::ReuseRecordBytes => "I8",
             Bug::WallClockDeadline => "I9",
+            Bug::TimerStopsInSuspend => "I9a",
             Bug::FixedIncarnation => "I10",
             Bug::LaggingReads => "L1",
             Bug::AdoptBeforeStop | Bug::StartBeforeActive | Bug::ResumeOlderView => "K1",

@@ -126,6 +126,9 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
     let backend = args.store.backend()?;
     let found = backend.inspect().await?;
     let mut generation = floor;
+    // The live record the reset replaces, if any: its holder is still
+    // waited out by every elector that saw it.
+    let mut replaced_live: Option<(String, Duration)> = None;
     let expected = match &found {
         None => None,
         Some(found) => {
@@ -141,6 +144,9 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
                         age,
                         ttl,
                     });
+                }
+                if !record.released {
+                    replaced_live = Some((record.owner.clone(), ttl));
                 }
             }
             Some(found.version.clone())
@@ -166,5 +172,16 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
     // reset fails rather than overwrite it.
     backend.write(expected.as_ref(), &record).await?;
     writeln!(out, "reset: released record at generation {generation}; the next holder gets {next}")?;
+    if let Some((owner, ttl)) = replaced_live {
+        // A release proves only that its writer stopped. The record replaced
+        // here was not released, and may itself have replaced another
+        // writer's live record: electors wait those holders out.
+        writeln!(
+            out,
+            "note: the record replaced was not released ({owner:?}, TTL {ttl:?}). A release proves only that \
+             its writer stopped, so electors that saw that record, or an earlier holder's that it replaced, \
+             still wait out the longest TTL they saw before taking over"
+        )?;
+    }
     Ok(())
 }

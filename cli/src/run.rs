@@ -7,6 +7,7 @@
 //! pass to anyone else: the elector's stop margin is the grace period plus
 //! half a second. On Linux the command also gets SIGKILL if the runner dies.
 
+use std::pin::pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,8 +217,49 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
 /// `--unreachable-timeout`. Returns `false` on giving up; an unsafe store
 /// or a wrong configuration is an error.
 async fn verify_store(backend: &hoplock::s3::S3Backend, args: &RunArgs) -> Result<bool, RunError> {
-    const WARN_EVERY: Duration = Duration::from_secs(30);
     let clock = SystemClock::new();
+    // The checks retry a store that does not answer for many seconds before
+    // they give up once; a store that cannot be reached at all (nothing
+    // listening, a name that does not resolve, a TLS failure) is said at
+    // once, from one plain request sent beside them.
+    let mut checks = pin!(verify_with_retries(backend, args, &clock));
+    let first_contact = pin!(first_contact(backend, &clock));
+    tokio::select! {
+        biased;
+        verified = &mut checks => return verified,
+        trouble = first_contact => {
+            if let Some(cause) = trouble {
+                warn!("cannot reach the lease store; retrying the checks before campaigning: {cause}");
+            }
+        }
+    }
+    checks.await
+}
+
+/// How long the first request may take before `hoplock run` says the store
+/// does not answer.
+const FIRST_CONTACT: Duration = Duration::from_secs(2);
+
+/// One GET of the lease key, no retries: `None` if the store answered
+/// anything at all (even 404 or 403), else what went wrong, within
+/// [`FIRST_CONTACT`].
+async fn first_contact(backend: &hoplock::s3::S3Backend, clock: &SystemClock) -> Option<String> {
+    tokio::select! {
+        biased;
+        answer = backend.request(http::Method::GET, &[], bytes::Bytes::new()) => answer.err().map(|err| err.to_string()),
+        () = clock.sleep_until(clock.now() + FIRST_CONTACT) => {
+            Some(format!("no answer within {FIRST_CONTACT:?} (the checks go on waiting)"))
+        }
+    }
+}
+
+/// The checks, tried again while the store does not answer.
+async fn verify_with_retries(
+    backend: &hoplock::s3::S3Backend,
+    args: &RunArgs,
+    clock: &SystemClock,
+) -> Result<bool, RunError> {
+    const WARN_EVERY: Duration = Duration::from_secs(30);
     let started = clock.now();
     let mut warned: Option<hoplock::clock::Instant> = None;
     loop {

@@ -71,6 +71,11 @@ pub enum Event {
     Fault { action: String },
     /// The node was paused until `until_us`.
     Paused { until_us: u64 },
+    /// The node's host was suspended until `until_us`. A term that ended in
+    /// its sleep may still be believed until `stops_by_us` (the suspend
+    /// bound, I9a): until then it counts as paused, as a process that has
+    /// not run yet.
+    Suspended { until_us: u64, stops_by_us: u64 },
     /// A keyed member incarnation started acting for key `k{key}`, fenced
     /// by `round`.
     KeyStarted { key: u32, round: u64, incarnation: String },

@@ -65,6 +65,9 @@ pub struct NodeContext {
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
     /// The simulation's tick: how late a timer may fire.
     pub tick: Duration,
+    /// How often the node's safety deadlines are read again while waited
+    /// for (see the clocks module).
+    pub suspend_check: Duration,
     /// Set in keyed worlds: the node is a keyed writer.
     pub keyed: Option<KeyedSpec>,
 }
@@ -87,7 +90,9 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     context.history.record_now(&name, Event::Started { incarnation });
 
     let clock = Arc::new(
-        SimClock::new(context.epoch, context.spec.clock.clone(), &context.pause).with_timer_resolution(context.tick),
+        SimClock::new(context.epoch, context.spec.clock.clone(), &context.pause)
+            .with_timer_resolution(context.tick)
+            .with_suspend_check(context.suspend_check),
     );
     let entropy = Arc::new(SeededEntropy::new(context.entropy_seed(incarnation)));
     let spec = &context.spec.elector;

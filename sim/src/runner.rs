@@ -197,6 +197,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
         controls.clocks.insert(spec.name.clone(), pause.clone());
         controls.stops.insert(spec.name.clone(), stop.clone());
+        let suspend_check = suspend_check(world, &spec.name);
+        controls.wake_grace.insert(spec.name.clone(), wake_grace(&spec.clock, suspend_check, tick));
         let context = NodeContext {
             spec: spec.clone(),
             index: index as u64,
@@ -208,6 +210,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             pause,
             stop,
             tick,
+            suspend_check,
             keyed: world.keyed.clone(),
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
@@ -490,7 +493,7 @@ impl Reach {
             Action::Restart { node } => {
                 self.down.remove(node);
             }
-            Action::Pause { node, for_ms } => {
+            Action::Pause { node, for_ms } | Action::Suspend { node, for_ms } => {
                 self.paused_until.insert(node.clone(), now + Duration::from_millis(*for_ms));
             }
             // The elector times everything on its monotonic clock.
@@ -550,6 +553,31 @@ struct Controls {
     operator: Option<tokio::sync::mpsc::UnboundedSender<OperatorOp>>,
     clocks: BTreeMap<String, ClockControl>,
     stops: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
+    /// How long after waking from a suspend each node may still act on a
+    /// term that ended while it slept: its suspend check, in true time, and
+    /// two ticks of timer lateness.
+    wake_grace: BTreeMap<String, Duration>,
+}
+
+/// How long after a suspend ends a node whose term ended in its sleep may
+/// still act (I9a): one suspend check on its clock, in true time, and two
+/// ticks, one for the check's timer and one for the tasks it wakes.
+fn wake_grace(clock: &crate::clocks::ClockSpec, suspend_check: Duration, tick: Duration) -> Duration {
+    let check = suspend_check.as_nanos();
+    let rate = 1_000_000_000i128 + i128::from(clock.drift_ppb);
+    let nanos = (check as i128 * 1_000_000_000 + rate - 1) / rate.max(1);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)) + 2 * tick
+}
+
+/// How often `node` reads its safety deadlines again: the library's
+/// default if the schedule may suspend its host, else once a run (see the
+/// clocks module: a clock that never stops makes the slices idle).
+fn suspend_check(world: &World, node: &str) -> Duration {
+    let suspended = world.schedule.iter().any(|scheduled| match &scheduled.action {
+        Action::Suspend { node: target, .. } => target == node || target == crate::world::LEADER,
+        _ => false,
+    });
+    if suspended { hoplock::clock::DEFAULT_SUSPEND_CHECK } else { crate::clocks::quiet_suspend_check() }
 }
 
 /// Applies one fault and records it.
@@ -582,10 +610,15 @@ fn apply(
             history.record(now, node, Event::Crashed);
             sim.bounce(node.as_str());
         }
-        Action::Pause { node, for_ms } => {
+        Action::Pause { node, for_ms } | Action::Suspend { node, for_ms } => {
             let until = now + Duration::from_millis(*for_ms);
+            let suspend = matches!(action, Action::Suspend { .. });
             if let Some(clock) = controls.clocks.get(node) {
-                clock.pause_until(until);
+                if suspend {
+                    clock.suspend(now, until);
+                } else {
+                    clock.pause_until(until);
+                }
             }
             // No messages in or out while the process is stopped. A link
             // the schedule has cut stays cut (holding it would turn dropped
@@ -596,7 +629,14 @@ fn apply(
                 sim.hold(node.as_str(), other.as_str());
             }
             resumes.push((until, node.clone(), held));
-            history.record(now, node, Event::Paused { until_us: until.as_micros() as u64 });
+            let until_us = until.as_micros() as u64;
+            let event = match controls.wake_grace.get(node) {
+                Some(grace) if suspend => {
+                    Event::Suspended { until_us, stops_by_us: (until + *grace).as_micros() as u64 }
+                }
+                _ => Event::Paused { until_us },
+            };
+            history.record(now, node, event);
             return;
         }
         Action::Stop { node } => {

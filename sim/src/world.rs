@@ -401,6 +401,11 @@ pub enum Action {
     /// Stop the world for one node: no timers fire and no messages flow for
     /// `for_ms`, then it resumes where it was.
     Pause { node: String, for_ms: u64 },
+    /// Suspend the node's host for `for_ms` (a laptop asleep, a VM paused
+    /// and restored): paused like `pause`, and its clock that stops in
+    /// suspend stands still meanwhile, so its timers fire late by `for_ms`
+    /// (see the clocks module).
+    Suspend { node: String, for_ms: u64 },
     /// Shut a node down gracefully: its elector is stopped, its leader-only
     /// work is cancelled and the lease released once the work returns. The
     /// node campaigns again only after a `restart`.
@@ -494,6 +499,7 @@ impl Action {
             Action::Crash { node }
             | Action::Restart { node }
             | Action::Pause { node, .. }
+            | Action::Suspend { node, .. }
             | Action::Stop { node }
             | Action::StepClock { node, .. } => vec![node],
             Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
@@ -514,6 +520,7 @@ impl Action {
             Action::Crash { node } => Action::Crash { node: pick(node) },
             Action::Restart { node } => Action::Restart { node: pick(node) },
             Action::Pause { node, for_ms } => Action::Pause { node: pick(node), for_ms: *for_ms },
+            Action::Suspend { node, for_ms } => Action::Suspend { node: pick(node), for_ms: *for_ms },
             Action::Stop { node } => Action::Stop { node: pick(node) },
             Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
             Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
@@ -533,6 +540,7 @@ impl Action {
             Action::Crash { .. } => "crash",
             Action::Restart { .. } => "restart",
             Action::Pause { .. } => "pause",
+            Action::Suspend { .. } => "suspend",
             Action::Stop { .. } => "stop",
             Action::StepClock { .. } => "step-clock",
             Action::WriteRecord { .. } => "write-record",
@@ -546,7 +554,9 @@ impl Action {
             label.push_str(host);
         }
         match self {
-            Action::Pause { for_ms, .. } => label.push_str(&format!(" for {for_ms} ms")),
+            Action::Pause { for_ms, .. } | Action::Suspend { for_ms, .. } => {
+                label.push_str(&format!(" for {for_ms} ms"))
+            }
             Action::StepClock { by_ms, .. } => label.push_str(&format!(" by {by_ms} ms")),
             Action::WriteRecord { record } => match &record.raw {
                 Some(_) => label.push_str(" (corrupt bytes)"),

@@ -80,6 +80,13 @@ pub(crate) fn drift_shrunk(d: Duration, rho_ppb: u32) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
+/// Whether two records come from one incarnation. An empty incarnation
+/// (the Go hoplock's records, `lease reset`'s) names nobody, so it matches
+/// nothing, itself included.
+fn same_writer(a: &str, b: &str) -> bool {
+    !a.is_empty() && a == b
+}
+
 /// What the elector saw when it read the lease key.
 #[derive(Debug)]
 pub(crate) enum Observation<'a> {
@@ -253,7 +260,9 @@ impl Core {
             replaced_ttl = self
                 .last_live
                 .as_ref()
-                .filter(|(incarnation, _)| *incarnation != record.incarnation && *incarnation != self.incarnation)
+                .filter(|(incarnation, _)| {
+                    !same_writer(incarnation, &record.incarnation) && !same_writer(incarnation, &self.incarnation)
+                })
                 .map(|(_, ttl)| *ttl);
             self.last_live = (!record.released).then(|| (record.incarnation.clone(), self.wait_for(record)));
         }
@@ -292,12 +301,7 @@ impl Core {
             Observation::Record(stored) => {
                 let record = &stored.record;
                 if record.released {
-                    self.watch = None;
-                    return Decision::Take {
-                        expected: Some(stored.version.clone()),
-                        generation: next,
-                        involuntary: false,
-                    };
+                    return self.decide_released(stored, replaced_ttl, next, arrived);
                 }
                 if record.incarnation == self.incarnation {
                     // Our own earlier term, which this process has already
@@ -334,6 +338,43 @@ impl Core {
                 self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
             }
         }
+    }
+
+    /// A released record proves that its *writer* stopped, nothing more
+    /// (I4a). It is taken at once when it replaced the releasing
+    /// incarnation's own record, or when no live record was seen before it.
+    /// A release written over someone else's live record (an operator's
+    /// reset, a foreign writer) leaves that holder's TTL to wait out, and
+    /// no release ends a hold-back already running for a holder displaced
+    /// earlier.
+    fn decide_released(
+        &mut self,
+        stored: &Stored,
+        replaced_ttl: Option<Duration>,
+        next: Generation,
+        arrived: Instant,
+    ) -> Decision {
+        if planted::active(Bug::ForeignReleaseEndsWait) {
+            self.watch = None;
+            return Decision::Take { expected: Some(stored.version.clone()), generation: next, involuntary: false };
+        }
+        if let Some(replaced_ttl) = replaced_ttl {
+            self.hold_back_until(arrived + replaced_ttl);
+        }
+        let held_back = self.not_before.is_some_and(|before| arrived < before);
+        let watched = self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(&stored.version));
+        if !held_back && !watched {
+            self.watch = None;
+            return Decision::Take { expected: Some(stored.version.clone()), generation: next, involuntary: false };
+        }
+        // Watched with no wait of its own, so the takeover is due the
+        // moment the hold-back ends, conditional on this version still.
+        // It counts as involuntary: a holder that did not release may
+        // still have requests in flight, which the lock-delay drains.
+        if !watched {
+            self.watch = Some(Watch { version: Some(stored.version.clone()), since: arrived, ttl: Duration::ZERO });
+        }
+        self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) })
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -582,6 +623,76 @@ mod tests {
         let mut next = stored(3, "v2", "z", false);
         next.record.ttl_ms = Some(5_000);
         assert_eq!(core.decide(Observation::Record(&next), at(1), WALL), Decision::Wait { until: Some(at(6)) });
+    }
+
+    #[test]
+    fn a_release_ends_the_wait_only_for_the_holder_that_wrote_it() {
+        // x releases its own record: taken at once.
+        let mut core = core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        assert_eq!(
+            core.decide(Observation::Record(&stored(2, "v2", "x", true)), at(1), WALL),
+            Decision::Take { expected: Some(Version::new("v2")), generation: Generation(3), involuntary: false }
+        );
+
+        // Someone else (an operator's reset) releases over x's live record:
+        // x may still be inside its 20 s term and is waited out.
+        let mut core = self::core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        let reset = stored(2, "v2", "", true);
+        assert_eq!(core.decide(Observation::Record(&reset), at(3), WALL), Decision::Wait { until: Some(at(23)) });
+        assert_eq!(core.due(at(22)), None);
+        let take = Decision::Take { expected: Some(Version::new("v2")), generation: Generation(3), involuntary: true };
+        assert_eq!(core.due(at(23)), Some(take.clone()));
+        assert_eq!(core.decide(Observation::Record(&reset), at(24), WALL), take);
+    }
+
+    #[test]
+    fn a_release_never_cuts_short_the_wait_for_a_holder_displaced_before_it() {
+        // x holds with a 20 s TTL; y overwrites with a 6 s record at 1 s (x
+        // is waited out until 21 s); at 8 s a reset releases y's record. The
+        // release says y stopped, but x may still act until 21 s.
+        let mut core = core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        let mut foreign = stored(9, "v2", "y", false);
+        foreign.record.ttl_ms = Some(6_000);
+        assert_eq!(core.decide(Observation::Record(&foreign), at(1), WALL), Decision::Wait { until: Some(at(21)) });
+        assert_eq!(
+            core.decide(Observation::Record(&stored(9, "v3", "", true)), at(8), WALL),
+            Decision::Wait { until: Some(at(21)) }
+        );
+        // y releasing its own record proves no more about x.
+        let mut core = self::core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        core.decide(Observation::Record(&foreign), at(1), WALL);
+        assert_eq!(
+            core.decide(Observation::Record(&stored(9, "v3", "y", true)), at(8), WALL),
+            Decision::Wait { until: Some(at(21)) }
+        );
+        assert!(matches!(core.due(at(21)), Some(Decision::Take { generation: Generation(10), .. })));
+
+        // Nor does a release written over a key found missing.
+        let mut core = self::core();
+        core.decide(Observation::Record(&stored(2, "v1", "x", false)), at(0), WALL);
+        assert_eq!(core.decide(Observation::Missing, at(1), WALL), Decision::Wait { until: Some(at(31)) });
+        assert_eq!(
+            core.decide(Observation::Record(&stored(5, "v2", "", true)), at(2), WALL),
+            Decision::Wait { until: Some(at(31)) }
+        );
+    }
+
+    #[test]
+    fn records_that_name_no_incarnation_are_never_the_same_writer() {
+        // A Go holder's live record (no incarnation) and a reset's release
+        // (none either): the release proves nothing about the Go holder.
+        let mut core = core();
+        let mut go = stored(2, "v1", "", false);
+        go.record.ttl_ms = None;
+        core.decide(Observation::Record(&go), at(0), WALL);
+        assert_eq!(
+            core.decide(Observation::Record(&stored(2, "v2", "", true)), at(1), WALL),
+            Decision::Wait { until: Some(at(61)) }
+        );
     }
 
     #[test]

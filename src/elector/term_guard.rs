@@ -4,6 +4,7 @@
 //! background.
 
 use super::*;
+use crate::clock::sleep_until_checked;
 
 /// Owns a term while it lasts. Dropped while still armed (the `lead` future
 /// was dropped), it cancels the context and releases in the background.
@@ -51,10 +52,13 @@ impl<B: Backend> TermGuard<B> {
                 moved
             });
             // Wait for the renewal time. The lease end comes first in every
-            // select: stopping in time matters more than anything else.
+            // select: stopping in time matters more than anything else. It is
+            // read again every suspend check, because a timer fires late by
+            // as long as the host slept, and the term may have ended in its
+            // sleep.
             tokio::select! {
                 biased;
-                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                () = sleep_until_checked(inner.clock.as_ref(), held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
                 output = work.as_mut() => return HoldEnd::WorkDone(output),
                 () = inner.clock.sleep_until(next_renewal) => {}
                 // A stop request cancels the context; the work then returns
@@ -83,14 +87,14 @@ impl<B: Backend> TermGuard<B> {
             };
             let sent_at = inner.clock.now();
             // Tracked until a renewal is confirmed: a timed-out write may
-            // still land later, and must then be recognised as ours.
-            if held.pending.len() == MAX_PENDING {
-                held.pending.remove(0);
-            }
+            // still land later, and must then be recognised as ours. Every
+            // one is kept; there are at most as many as attempts fit in one
+            // term, since a confirmed write clears them and the term's end
+            // drops them all.
             held.pending.push((nonce, sent_at));
             let outcome = tokio::select! {
                 biased;
-                () = inner.clock.sleep_until(held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
+                () = sleep_until_checked(inner.clock.as_ref(), held.ends_at) => return HoldEnd::Lost(LossReason::Expired),
                 output = work.as_mut() => return HoldEnd::WorkDone(output),
                 outcome = inner.renew(held, &record, sent_at) => outcome,
             };

@@ -987,3 +987,69 @@ async fn a_failed_renewal_is_retried_a_pause_after_it_was_sent_not_after_its_rea
     assert!(a.is_leader());
     task.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_whose_term_ended_while_its_host_slept_stops_within_one_suspend_check_of_waking() {
+    // The leader's host sleeps for a minute right after a renewal. tokio's
+    // timers stand still meanwhile, so every timer the term guard armed
+    // (the term's end, the next renewal) fires late by that minute; the
+    // clock counts it, and the guard reads the clock every suspend check.
+    let store = MemoryBackend::new();
+    let slept = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SystemClock::with_fake_suspends(slept.clone()));
+    let a =
+        node_with(&store, "a", 1, |builder| builder.clock(clock.clone()).renew_interval(Duration::from_millis(900)));
+    let (cancelled_at, cancelled) = tokio::sync::oneshot::channel();
+    let leader = a.elector.clone();
+    let task = tokio::spawn(async move {
+        leader
+            .lead(|ctx, _| async move {
+                ctx.cancelled().await;
+                let _ = cancelled_at.send(RealInstant::now());
+            })
+            .await
+    });
+    // Renewals at 0.9 s and 1.8 s; the host sleeps at 1.85 s.
+    advance(Duration::from_millis(1850)).await;
+    assert!(a.elector.is_leader());
+    slept.fetch_add(60_000_000_000, std::sync::atomic::Ordering::SeqCst);
+    let woke = RealInstant::now();
+    let stopped = cancelled.await.unwrap().saturating_duration_since(woke);
+    assert!(
+        stopped <= crate::clock::DEFAULT_SUSPEND_CHECK + Duration::from_millis(1),
+        "stopped {stopped:?} after waking"
+    );
+    let term = task.await.unwrap().unwrap();
+    assert_eq!(term.end, TermEnd::Lost(LossReason::Expired));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_lands_after_many_unresolved_ones_is_still_recognised_as_ours() {
+    // Renewals are retried every ~50 ms. The first renewal's reply is lost
+    // and it lands only after ten more attempts went unanswered; a holder
+    // that forgot it would take its own record for someone else's and
+    // report the term superseded.
+    let store = Scripted::default();
+    let a = Elector::builder(store.clone())
+        .owner("a")
+        .ttl(TTL)
+        .poll_interval(Duration::from_millis(50))
+        .entropy(Arc::new(SeededEntropy::new(1)))
+        .build()
+        .unwrap();
+    let mut events = a.subscribe();
+    store.script().writes.push_back(WriteStep::Pass);
+    store.script().writes.push_back(WriteStep::LandBeforeOp(21));
+    for _ in 0..12 {
+        store.script().writes.push_back(WriteStep::Fail(BackendError::Ambiguous("reply lost (scripted)".into())));
+    }
+    let leader = a.clone();
+    let task = tokio::spawn(async move { leader.lead(|_, _| std::future::pending::<()>()).await });
+    advance(Duration::from_millis(2500)).await;
+    let unresolved = store.script().written.len();
+    assert!(unresolved >= 12, "only {unresolved} writes: the late landing came too early to show anything");
+    assert!(a.is_leader(), "{:?}", drain(&mut events));
+    let lost: Vec<_> = drain(&mut events).into_iter().filter(|e| matches!(e, Event::Lost { .. })).collect();
+    assert!(lost.is_empty(), "{lost:?}");
+    task.abort();
+}

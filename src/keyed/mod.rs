@@ -43,6 +43,7 @@
 mod context;
 mod core;
 pub mod record;
+mod term_guard;
 mod writer;
 
 use std::collections::BTreeMap;

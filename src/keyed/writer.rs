@@ -2,19 +2,18 @@
 //! membership object, sleeps until the next thing is due, and runs one task
 //! per key this member acts for.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 use super::context::{KeyContext, Term};
 use super::core::{Core, Identity, Observed, Planned, Refusal, Timing, WriteKind};
 use super::record::{Hash, MembershipRecord};
+use super::term_guard::{Task, Tasks, guard_terms, within_term};
 use super::{KeyedError, Snapshot};
 use crate::backend::{BackendError, ObjectBackend};
 use crate::clock::{Clock, Instant, SystemClock};
@@ -337,73 +336,6 @@ impl Leaver {
     }
 }
 
-/// A running key's task, its stop signal, and its copy of the term.
-///
-/// Each task has a term channel of its own rather than all of them sharing
-/// the member's: a watch with many waiters wakes them in an order drawn
-/// from tokio's own random numbers, not the seed, so a leave would wind
-/// keys down in a different order from run to run. Sending to one channel
-/// per task, in key order, wakes them in key order.
-struct Task {
-    stop: watch::Sender<bool>,
-    term: watch::Sender<Term>,
-    handle: JoinHandle<()>,
-}
-
-/// Every key task of one run; dropping it (the run future dropped, as in a
-/// crash) aborts them, so no work outlives its member.
-#[derive(Default)]
-struct Tasks(BTreeMap<String, Task>);
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for task in self.0.values() {
-            task.handle.abort();
-        }
-    }
-}
-
-/// Runs one key's work until it returns or the member's term ends,
-/// whichever comes first; at the term's end the work is dropped.
-///
-/// The shell stops keys too, but it also waits on the store: after a pause
-/// (a GC, a frozen VM) it may be in the middle of a request when the
-/// process runs again. This guard needs nothing but the clock, so work
-/// never outlives the term by more than a timer's lateness. Once the term
-/// is over (a leave, an eviction) its end is never pushed back again.
-async fn within_term(work: impl Future<Output = ()>, mut term: watch::Receiver<Term>, clock: Arc<dyn Clock>) {
-    tokio::pin!(work);
-    let first = *term.borrow_and_update();
-    let (mut deadline, mut ended) = (first.until, first.cancelled);
-    loop {
-        tokio::select! {
-            biased;
-            () = clock.sleep_until(deadline) => {
-                // A renewal may have moved the end while this task waited
-                // to be polled: the term ended only if it still says so.
-                let now = *term.borrow_and_update();
-                if ended || now.cancelled || now.until <= deadline {
-                    return;
-                }
-                deadline = now.until;
-            }
-            () = &mut work => return,
-            changed = term.changed(), if !ended => match changed {
-                Ok(()) => {
-                    let now = *term.borrow_and_update();
-                    if now.cancelled {
-                        ended = true;
-                    } else {
-                        deadline = deadline.max(now.until);
-                    }
-                }
-                // The member is gone; dropping its tasks aborts this one.
-                Err(_) => ended = true,
-            },
-        }
-    }
-}
-
 /// What a read returned, once decoded.
 enum Read {
     Found(MembershipRecord, crate::backend::Version),
@@ -468,6 +400,26 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Tasks::default();
+        let channels = tasks.channels();
+        let clock = self.shared.clock.clone();
+        let term_end = || self.shared.core().term_end();
+        // The watchdog runs beside the loop, in the same task: it needs the
+        // clock and the core, never the store, so a loop stuck on a request
+        // after a suspend does not hold it up.
+        tokio::select! {
+            biased;
+            result = self.serve(&work, &mut tasks) => result,
+            never = guard_terms(clock.as_ref(), term_end, &channels) => match never {},
+        }
+    }
+
+    /// The member's loop: reads, writes and starts and stops keys until a
+    /// graceful leave or an error the caller must fix.
+    async fn serve<F, Fut>(&self, work: &F, tasks: &mut Tasks) -> Result<(), KeyedError>
+    where
+        F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let timing = self.timing();
         // A write that is due but could not be made (the store is down, the
         // object is missing) is tried again after this gap, not at once.
@@ -476,10 +428,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         let mut last_attempt: Option<Instant> = None;
         loop {
             if self.leave.requested.load(std::sync::atomic::Ordering::SeqCst) {
-                return self.leave_now(&mut tasks).await;
+                return self.leave_now(tasks).await;
             }
             let retry_at = last_attempt.map_or(Instant::ZERO, |at| at + retry_gap);
-            let wake = self.next_wake(next_read, retry_at, &tasks);
+            let wake = self.next_wake(next_read, retry_at, tasks);
             if wake > self.now() {
                 tokio::select! {
                     biased;
@@ -490,7 +442,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             let now = self.now();
             // After a pause (a GC, a frozen VM) the term may have ended
             // long ago: its keys stop before anything waits on the store.
-            self.stop_if_term_lapsed(now, &mut tasks).await;
+            self.stop_if_term_lapsed(now, tasks).await;
             if now >= next_read || (now >= retry_at && self.write_due(now)) {
                 last_attempt = Some(now);
                 let (read, arrived) = self.read().await;
@@ -498,15 +450,15 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     Read::Failed => now + timing.read_interval.min(retry_gap),
                     _ => arrived + timing.read_interval,
                 };
-                self.take_in(read, arrived, &mut tasks).await;
+                self.take_in(read, arrived, tasks).await;
                 if planted::active(Bug::AdoptBeforeStop) {
-                    self.write(&mut tasks).await?;
+                    self.write(tasks).await?;
                 }
-                self.stop_moved(&mut tasks).await;
-                self.write(&mut tasks).await?;
+                self.stop_moved(tasks).await;
+                self.write(tasks).await?;
             }
-            self.stop_moved(&mut tasks).await;
-            self.start_owned(&work, &mut tasks);
+            self.stop_moved(tasks).await;
+            self.start_owned(work, tasks);
         }
     }
 
@@ -533,7 +485,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         for due in [core.renewal_due(), core.next_eviction()].into_iter().flatten() {
             wake = wake.min(due.max(retry_at));
         }
-        if !tasks.0.is_empty()
+        if !tasks.is_empty()
             && let Some(end) = core.term_end()
         {
             wake = wake.min(end);
@@ -626,7 +578,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     }
 
     async fn stop_all(&self, tasks: &mut Tasks) {
-        let keys: Vec<String> = tasks.0.keys().cloned().collect();
+        let keys = tasks.keys();
         self.stop_keys(tasks, &keys, Instant::ZERO).await;
         self.publish_term(tasks);
     }
@@ -637,7 +589,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     async fn stop_keys(&self, tasks: &mut Tasks, keys: &[String], deadline: Instant) {
         let mut stopping = Vec::with_capacity(keys.len());
         for key in keys {
-            if let Some(task) = tasks.0.remove(key) {
+            if let Some(task) = tasks.remove(key) {
                 let _ = task.stop.send(true);
                 stopping.push((key.clone(), task));
             }
@@ -675,9 +627,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// Tells every key context how long the term holds, in key order.
     fn publish_term(&self, tasks: &Tasks) {
         let term = self.term();
-        for task in tasks.0.values() {
-            task.term.send_replace(term);
-        }
+        tasks.publish(term);
         #[cfg(feature = "planted")]
         self.shared_term.send_replace(term);
     }
@@ -765,7 +715,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// term counts, so no context is ever cancelled and then revived.
     async fn stop_if_term_lapsed(&self, now: Instant, tasks: &mut Tasks) {
         let lapsed = self.shared.core().term_end().is_some_and(|end| now >= end);
-        if lapsed && !tasks.0.is_empty() {
+        if lapsed && !tasks.is_empty() {
             self.stop_all(tasks).await;
         }
     }
@@ -807,7 +757,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             };
             debug!(member = %self.shared.id, %key, round = round.get(), "started key");
             let guarded = within_term(work(ctx), term.clone(), self.shared.clock.clone());
-            tasks.0.insert(key, Task { stop, term: term_sender, handle: tokio::spawn(guarded) });
+            tasks.insert(key, Task { stop, term: term_sender, handle: tokio::spawn(guarded) });
         }
     }
 
@@ -820,7 +770,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         // whichever comes first: read before leaving ends the term.
         let stop_by = self.shared.core().term_end().map_or(deadline, |end| end.min(deadline)).max(self.now());
         self.shared.core().begin_leave();
-        let keys: Vec<String> = tasks.0.keys().cloned().collect();
+        let keys = tasks.keys();
         // The term is over for every key the moment leaving starts.
         self.publish_term(tasks);
         self.stop_keys(tasks, &keys, stop_by).await;

@@ -371,14 +371,10 @@ impl S3Backend {
             (400 | 403, "InvalidToken") => BackendError::Config(format!(
                 "the session token is not valid for these keys: check AWS_SESSION_TOKEN or the profile ({detail})"
             )),
-            (403, "RequestTimeTooSkewed") => {
-                let skew = server_skew(response, self.clock.wall())
-                    .map_or_else(|| "an unknown amount".into(), |s| format!("{s:.0} s"));
-                BackendError::Config(format!(
-                    "this machine's wall clock differs from the store's by {skew}; SigV4 allows 15 minutes: \
-                     fix the clock ({detail})"
-                ))
-            }
+            (403, "RequestTimeTooSkewed") => BackendError::Config(format!(
+                "{}; SigV4 allows 15 minutes: fix the clock ({detail})",
+                describe_skew(server_skew(response, self.clock.wall()))
+            )),
             (403, _) if op == Op::Read => BackendError::Config(format!(
                 "access denied reading {}/{}: the credentials need s3:GetObject on that key (S3 also \
                  answers 403 for a missing key when s3:ListBucket is not granted) ({detail})",
@@ -491,6 +487,17 @@ fn server_skew(response: &Response<Bytes>, local: SystemTime) -> Option<f64> {
         Ok(ahead) => ahead.as_secs_f64(),
         Err(behind) => -behind.duration().as_secs_f64(),
     })
+}
+
+/// How this machine's wall clock stands against the store's, given how far
+/// the store's is ahead (`server_skew`): a clock 20 minutes fast is "1200 s
+/// ahead of the store's".
+fn describe_skew(server_ahead_secs: Option<f64>) -> String {
+    match server_ahead_secs {
+        None => "this machine's wall clock differs from the store's by an unknown amount".into(),
+        Some(ahead) if ahead < 0.0 => format!("this machine's wall clock is {:.0} s ahead of the store's", -ahead),
+        Some(ahead) => format!("this machine's wall clock is {ahead:.0} s behind the store's"),
+    }
 }
 
 /// Maps a request that got no answer. A write that may have been sent has
@@ -728,6 +735,27 @@ mod tests {
             let stub = StubTransport::new(move |_| reply(status, code));
             let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
             assert!(expected(&err), "{status} {code}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_skewed_clock_is_reported_ahead_or_behind_as_it_is() {
+        for (server_offset_secs, expected) in [(-1200i64, "1200 s ahead of"), (1200, "1200 s behind")] {
+            let stub = StubTransport::new(move |_| {
+                #[allow(clippy::disallowed_methods)] // The stub server's own clock.
+                let now = SystemTime::now();
+                let server = if server_offset_secs < 0 {
+                    now - Duration::from_secs(server_offset_secs.unsigned_abs())
+                } else {
+                    now + Duration::from_secs(server_offset_secs.unsigned_abs())
+                };
+                let mut response = reply(403, "RequestTimeTooSkewed")?;
+                let date = super::super::xml::format_http_date(server);
+                response.headers_mut().insert(http::header::DATE, date.parse().unwrap());
+                Ok(response)
+            });
+            let err = backend(&stub).write(None, &sample_record(1, "x")).await.unwrap_err();
+            assert!(matches!(&err, BackendError::Config(m) if m.contains(expected)), "{expected}: {err}");
         }
     }
 

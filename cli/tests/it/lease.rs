@@ -88,10 +88,15 @@ fn reset_refuses_a_held_lease_and_raises_the_generation() {
     let stored = runtime.block_on(backend.read()).unwrap();
     assert!(stored.record.released);
     assert_eq!(stored.record.generation, Generation(10));
+    // The release is the operator's, not the holder's: electors still wait
+    // the holder out, and the operator is told so.
+    assert!(stdout(&output).contains("still wait out the longest TTL they saw"), "{output:?}");
 
-    // A floor below the stored generation never lowers it.
+    // A floor below the stored generation never lowers it. The record
+    // replaced was released already: nothing is left to wait out.
     let output = target.lease(&["reset", "--generation-floor", "2"]);
     assert!(output.status.success(), "{output:?}");
+    assert!(!stdout(&output).contains("still wait out"), "{output:?}");
     assert_eq!(runtime.block_on(backend.read()).unwrap().record.generation, Generation(10));
 }
 

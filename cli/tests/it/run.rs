@@ -256,6 +256,46 @@ fn an_unreachable_store_is_reported_with_its_cause_and_once_gives_up() {
     assert!(stderr.contains("giving up"), "{stderr}");
 }
 
+#[test]
+fn a_refused_connection_is_reported_within_two_seconds() {
+    // The checks before campaigning retry a store that does not answer for
+    // many seconds; nothing listening must be said at once all the same.
+    use std::io::BufRead;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hoplock"))
+        .args(["run", "--endpoint", &format!("http://{closed}"), "--bucket", "b", "--key", "k", "--path-style"])
+        .args(["--", "true"])
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env("AWS_SECRET_ACCESS_KEY", "example-secret")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send((started.elapsed(), line)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let found = loop {
+        match received.recv_timeout(Duration::from_secs(2).saturating_sub(started.elapsed())) {
+            Ok((at, line)) if line.to_lowercase().contains("connection refused") => break Some((at, line)),
+            Ok((_, line)) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let (at, line) = found.unwrap_or_else(|| panic!("no word of the refused connection within 2 s: {seen:?}"));
+    assert!(at <= Duration::from_secs(2), "{at:?}: {line}");
+    assert!(line.contains("cannot reach the lease store"), "{line}");
+}
+
 /// The body of `GET /metrics` on `addr`, or `None` if nothing answers yet.
 fn scrape(addr: std::net::SocketAddr) -> Option<String> {
     use std::io::{Read, Write};

@@ -143,6 +143,26 @@ mod tests {
     }
 
     #[test]
+    fn a_suspended_holder_may_believe_until_its_wake_grace_and_no_longer() {
+        // a's host sleeps from 5 to 50 ms; b takes over at 20 ms. a may
+        // still believe for its suspend check after waking (until 55 ms).
+        let suspended = at(5, "a", Event::Suspended { until_us: 50_000, stops_by_us: 55_000 });
+        let history = [
+            at(0, "a", Event::Acquired { generation: 1 }),
+            suspended.clone(),
+            at(20, "b", Event::Acquired { generation: 2 }),
+            at(55, "a", stepped(1)),
+        ];
+        let mut found = Vec::new();
+        check(&history, &context(), &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        let late = [history[0].clone(), suspended, history[2].clone(), at(58, "a", stepped(1))];
+        check(&late, &context(), &mut found);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].detail.contains("0.003s"), "{}", found[0].detail);
+    }
+
+    #[test]
     fn beyond_the_holders_drift_bound_the_pair_is_skipped_and_counted() {
         let history = [at(0, "a", Event::Acquired { generation: 1 }), at(1, "b", Event::Acquired { generation: 2 })];
         // b's clock runs 5 % fast; a allows 0.1 %.

@@ -56,7 +56,7 @@ pub fn intervals(entries: &[Entry]) -> Intervals {
                     by_key.get_mut(key).expect("opened above")[index].stop_us = entry.at_us;
                 }
             }
-            Event::Paused { until_us } => {
+            Event::Paused { until_us } | Event::Suspended { stops_by_us: until_us, .. } => {
                 for ((node, key), index) in &open {
                     if *node == entry.node {
                         by_key.get_mut(key).expect("opened above")[*index].paused.push((entry.at_us, *until_us));

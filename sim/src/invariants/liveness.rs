@@ -116,10 +116,9 @@ fn handovers(entries: &[Entry], terms: &[super::Term], context: &Context, violat
         if window_end >= context.end_us {
             continue;
         }
-        let disturbed = entries[index..]
-            .iter()
-            .take_while(|later| later.at_us <= window_end)
-            .any(|later| matches!(later.event, Event::Fault { .. } | Event::Crashed | Event::Paused { .. }));
+        let disturbed = entries[index..].iter().take_while(|later| later.at_us <= window_end).any(|later| {
+            matches!(later.event, Event::Fault { .. } | Event::Crashed | Event::Paused { .. } | Event::Suspended { .. })
+        });
         if disturbed {
             continue;
         }

@@ -403,7 +403,7 @@ pub fn terms(entries: &[Entry], end_us: u64) -> Vec<Term> {
                     closed.push(term);
                 }
             }
-            Event::Paused { until_us } => {
+            Event::Paused { until_us } | Event::Suspended { stops_by_us: until_us, .. } => {
                 for term in open.iter_mut().filter(|t| t.node == entry.node) {
                     term.paused.push((entry.at_us, *until_us));
                 }

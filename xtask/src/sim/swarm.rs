@@ -199,6 +199,7 @@ enum Kind {
     CrashRestart,
     PartitionFromStore,
     RepliesLost,
+    /// A process pause, or (for odd spans) a host suspend.
     Pause,
     StepBack,
     StopRestart,
@@ -257,7 +258,7 @@ fn node_strategy() -> impl Strategy<Value = NodeSpec> {
     let clock = (-600_000i64..=600_000, -1_000_000i64..=1_000_000).prop_map(|(offset_ms, drift_ppb)| ClockSpec {
         offset_ms,
         drift_ppb,
-        steps: Vec::new(),
+        ..ClockSpec::default()
     });
     let elector = (prop::sample::select(vec![6_000u64, 3_000, 12_000]), 0u64..=2_000)
         .prop_map(|(ttl_ms, lock_delay_ms)| ElectorSpec { ttl_ms, lock_delay_ms, ..ElectorSpec::default() });
@@ -362,6 +363,11 @@ fn expand(fault: &Drawn, nodes: &[NodeSpec], duration_ms: u64, schedule: &mut Ve
         Kind::RepliesLost => {
             schedule.push(at(at_ms, Action::PartitionOneway { from: "s3".into(), to: node.clone() }));
             heal(schedule, repair);
+        }
+        // Every other pause is a host suspend instead: its clock that stops
+        // in suspend stands still too, and its timers fire late.
+        Kind::Pause if fault.span_ms % 2 == 1 => {
+            schedule.push(at(at_ms, Action::Suspend { node, for_ms: fault.span_ms }))
         }
         Kind::Pause => schedule.push(at(at_ms, Action::Pause { node, for_ms: fault.span_ms })),
         Kind::StepBack => schedule.push(at(at_ms, Action::StepClock { node, by_ms: -(fault.span_ms as i64) * 10 })),

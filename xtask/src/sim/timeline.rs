@@ -297,14 +297,15 @@ impl<'w> Run<'w> {
                         });
                     }
                 }
-                Event::Paused { until_us } => {
+                Event::Paused { until_us } | Event::Suspended { until_us, .. } => {
                     if let Some(lane) = lane.and_then(|lane| lanes.get_mut(lane)) {
                         lane.paused.push((at, (*until_us).max(at)));
                     }
                     let millis = until_us.saturating_sub(at) / 1000;
+                    let verb = if matches!(entry.event, Event::Suspended { .. }) { "suspend" } else { "pause" };
                     faults.push(Mark {
                         at_us: at,
-                        label: format!("pause {} for {millis} ms", entry.node),
+                        label: format!("{verb} {} for {millis} ms", entry.node),
                         lanes: lane.into_iter().collect(),
                     });
                 }
