@@ -17,6 +17,11 @@ use super::*;
 /// for the system clock): timers fire up to that late, and the margin is what
 /// absorbs it.
 ///
+/// The holder reads the term's end again every [`Clock::suspend_check`]
+/// (250 ms for the system clock, set with
+/// [`SystemClock::with_suspend_check`](crate::clock::SystemClock::with_suspend_check)),
+/// so after its host was suspended it stops within that of waking.
+///
 /// ```
 /// use std::time::Duration;
 /// use hoplock::{Elector, ElectorError, backend::memory::MemoryBackend};

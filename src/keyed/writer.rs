@@ -384,6 +384,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// it starts, and the future it returns runs as its own task until the
     /// context is cancelled.
     ///
+    /// Every key's work is dropped at the end of the member's term on the
+    /// clock alone, whatever the store does; after the host was suspended,
+    /// within one [`Clock::suspend_check`] of waking.
+    ///
     /// Returns after a graceful leave, or with an error the caller must fix
     /// (configuration, a full object, a store that cannot do conditional
     /// writes). Dropping the future stops every key at once, as a crash

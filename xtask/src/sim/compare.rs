@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use hoplock_sim::clocks::Monotonic;
 use hoplock_sim::runner::{Report, Stats};
 use hoplock_sim::world::{PolicySpec, ReadsSpec};
 
@@ -22,7 +23,9 @@ pub enum Against {
     /// the library's own decision rules.
     Poll,
     /// Every node follows the Go hoplock's rules (`policy = "seed"`), whose
-    /// records advertise no renew interval, so its followers poll.
+    /// records advertise no renew interval, so its followers poll, on the
+    /// clock Go reads: `CLOCK_MONOTONIC`, which stops while the host is
+    /// suspended.
     Seed,
 }
 
@@ -50,7 +53,10 @@ impl Against {
                 for node in &mut scenario.nodes {
                     match self {
                         Against::Poll => node.elector.reads = ReadsSpec::Poll,
-                        Against::Seed => node.elector.policy = PolicySpec::Seed,
+                        Against::Seed => {
+                            node.elector.policy = PolicySpec::Seed;
+                            node.clock.monotonic = Monotonic::StopsInSuspend;
+                        }
                     }
                 }
                 Named { name: named.name.clone(), scenario }
