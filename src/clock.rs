@@ -309,13 +309,30 @@ const SUSPEND_CLOCKS: (libc::clockid_t, libc::clockid_t) = (libc::CLOCK_MONOTONI
 /// platform has no such pair.
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios"))]
 fn suspended_since_boot() -> Duration {
+    /// Two reads of the stopping clock further apart than this mean the
+    /// thread was descheduled between them.
+    const TIGHT: Duration = Duration::from_micros(20);
     let (counting, stopping) = SUSPEND_CLOCKS;
-    // The stopping clock first: the jitter between the two reads then
-    // counts as (nanoseconds of) suspend, never the other way.
-    let (Some(stopped), Some(counted)) = (read_clock(stopping), read_clock(counting)) else {
-        return Duration::ZERO;
-    };
-    counted.saturating_sub(stopped)
+    let mut lower = Duration::ZERO;
+    for _ in 0..4 {
+        // Stopping, counting, stopping: the difference to the first read
+        // is at most the true suspended time plus the gap, to the second
+        // at least the true time less the gap.
+        let (Some(before), Some(counted), Some(after)) =
+            (read_clock(stopping), read_clock(counting), read_clock(stopping))
+        else {
+            return Duration::ZERO;
+        };
+        if after.saturating_sub(before) <= TIGHT {
+            return counted.saturating_sub(before);
+        }
+        lower = lower.max(counted.saturating_sub(after));
+    }
+    // Descheduled every time: a reading that may fall short by the time
+    // the thread was off the CPU (as late as a process paused that long
+    // would be) rather than one that may run ahead for good, since the
+    // clock never goes back. The next tight reading catches up.
+    lower
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios")))]

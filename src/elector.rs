@@ -397,7 +397,16 @@ pub struct StoreHealth {
 
 /// The least time a record without a TTL is waited out: the Go hoplock's
 /// records state none, and its deployments commonly run TTLs up to a minute.
-const DEFAULT_ASSUMED_TTL: Duration = Duration::from_secs(60);
+/// Electors wait such a record out for the larger of this and their own TTL
+/// unless told otherwise (`ElectorBuilder::assumed_ttl`); `hoplock lease
+/// reset` counts one as held for as long.
+pub const DEFAULT_ASSUMED_TTL: Duration = Duration::from_secs(60);
+
+/// How many renewals of one term may be left unresolved before the holder
+/// stops trying and lets the term run out: far more than any store that
+/// answers at all leaves open, and a bound on the memory a term holds.
+/// Stepping down is always safe; forgetting one that lands later is not.
+const MAX_UNRESOLVED: usize = 4096;
 
 /// The current term's state while leading.
 #[derive(Clone, Debug)]
@@ -410,9 +419,9 @@ struct Held {
     ends_at: Instant,
     /// Renewals since the last confirmed write whose outcome is not known
     /// (they may still land): nonce and send time, oldest first. All of
-    /// them, however many: one forgotten and landing later would read as
-    /// another writer's record, a loss nobody caused. Attempts are spaced
-    /// by the retry pause, so a term holds a bounded number.
+    /// them up to [`MAX_UNRESOLVED`]: one forgotten and landing later would
+    /// read as another writer's record, a loss nobody caused. Attempts the
+    /// store refused outright are dropped, since they can never land.
     pending: Vec<(String, Instant)>,
 }
 
@@ -805,7 +814,7 @@ impl<B: Backend> Inner<B> {
             Err(err) if err.is_fatal() => return Renewal::Lost(LossReason::Failed(err)),
             Err(BackendError::Transient(message)) => {
                 self.emit(Event::Error { error: BackendError::Transient(message) });
-                return Renewal::NotApplied;
+                return Renewal::Refused;
             }
             // LeaseHeld may mean our own earlier, unresolved renewal landed;
             // Ambiguous and Conflict leave the outcome to be read back.
@@ -859,7 +868,10 @@ enum Renewal {
         record: LeaseRecord,
         sent_at: Instant,
     },
+    /// Not applied so far; it may still land.
     NotApplied,
+    /// Refused before it was applied: it can never land.
+    Refused,
     Unknown,
     Lost(LossReason),
 }

@@ -135,7 +135,9 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
             if let Ok(record) = &found.record {
                 // Never lower the generation: the floor only raises it.
                 generation = generation.max(record.generation);
-                let ttl = record.ttl().unwrap_or(Duration::from_secs(30));
+                // A record without a TTL is held as long as electors wait
+                // one out by default.
+                let ttl = record.ttl().unwrap_or(hoplock::elector::DEFAULT_ASSUMED_TTL);
                 let age = found.age().unwrap_or(Duration::ZERO);
                 if !record.released && age < ttl && !args.force {
                     return Err(LeaseError::Held {

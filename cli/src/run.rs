@@ -229,7 +229,7 @@ async fn verify_store(backend: &hoplock::s3::S3Backend, args: &RunArgs) -> Resul
         verified = &mut checks => return verified,
         trouble = first_contact => {
             if let Some(cause) = trouble {
-                warn!("cannot reach the lease store; retrying the checks before campaigning: {cause}");
+                warn!("the lease store did not answer a first request; retrying the checks before campaigning: {cause}");
             }
         }
     }
@@ -242,13 +242,16 @@ const FIRST_CONTACT: Duration = Duration::from_secs(2);
 
 /// One GET of the lease key, no retries: `None` if the store answered
 /// anything at all (even 404 or 403), else what went wrong, within
-/// [`FIRST_CONTACT`].
+/// [`FIRST_CONTACT`]. The cause says which: a refused connection, a name
+/// that does not resolve, TLS, or credentials not yet to be had.
 async fn first_contact(backend: &hoplock::s3::S3Backend, clock: &SystemClock) -> Option<String> {
     tokio::select! {
         biased;
         answer = backend.request(http::Method::GET, &[], bytes::Bytes::new()) => answer.err().map(|err| err.to_string()),
         () = clock.sleep_until(clock.now() + FIRST_CONTACT) => {
-            Some(format!("no answer within {FIRST_CONTACT:?} (the checks go on waiting)"))
+            Some(format!(
+                "no answer within {FIRST_CONTACT:?}, from the store or its credential source (the checks go on waiting)"
+            ))
         }
     }
 }

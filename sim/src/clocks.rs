@@ -189,7 +189,8 @@ impl ClockControl {
 
     /// Pauses the node's timers until simulated time `until`.
     pub fn pause_until(&self, until: Duration) {
-        self.until_nanos.store(u64::try_from(until.as_nanos()).unwrap_or(u64::MAX), Ordering::SeqCst);
+        // A shorter pause or suspend during a longer one does not end it.
+        self.until_nanos.fetch_max(u64::try_from(until.as_nanos()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// Suspends the host from `from` until `until`: the process is paused,

@@ -494,7 +494,9 @@ impl Reach {
                 self.down.remove(node);
             }
             Action::Pause { node, for_ms } | Action::Suspend { node, for_ms } => {
-                self.paused_until.insert(node.clone(), now + Duration::from_millis(*for_ms));
+                let until = now + Duration::from_millis(*for_ms);
+                let paused = self.paused_until.entry(node.clone()).or_default();
+                *paused = (*paused).max(until);
             }
             // The elector times everything on its monotonic clock.
             Action::StepClock { .. } => {}
@@ -982,13 +984,12 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         if pair[0].node != pair[1].node {
             takeovers += 1;
             // A paused leader stopped acting when the pause began, though
-            // its term only ends when it wakes.
-            let end = pair[0].end_us;
-            let ended = pair[0]
-                .paused
-                .iter()
-                .find(|(from, until)| *from <= end && *until >= end)
-                .map_or(end, |(from, _)| *from);
+            // its term only ends when it wakes; a suspended one likewise,
+            // its waking window (which follows the suspend) included.
+            let mut ended = pair[0].end_us;
+            while let Some((from, _)) = pair[0].paused.iter().find(|(from, until)| *from < ended && *until >= ended) {
+                ended = *from;
+            }
             failover_gaps_us.push(pair[1].start_us.saturating_sub(ended));
         }
     }

@@ -85,12 +85,18 @@ impl<B: Backend> TermGuard<B> {
                 let record = inner.core().record(held.record.generation, inner.clock.wall(), nonce.clone(), false);
                 (nonce, record)
             };
+            // So many unresolved renewals means a store that answers
+            // nothing usable: no more are sent, and the term runs out.
+            if held.pending.len() >= MAX_UNRESOLVED {
+                warn!(owner = %inner.owner, generation = %held.record.generation, unresolved = held.pending.len(),
+                      "too many renewals with unknown outcomes; letting the term run out");
+                next_renewal = held.ends_at;
+                continue;
+            }
             let sent_at = inner.clock.now();
             // Tracked until a renewal is confirmed: a timed-out write may
-            // still land later, and must then be recognised as ours. Every
-            // one is kept; there are at most as many as attempts fit in one
-            // term, since a confirmed write clears them and the term's end
-            // drops them all.
+            // still land later, and must then be recognised as ours. A
+            // confirmed write clears them, and the term's end drops them.
             held.pending.push((nonce, sent_at));
             let outcome = tokio::select! {
                 biased;
@@ -135,6 +141,14 @@ impl<B: Backend> TermGuard<B> {
                 }
                 // Unapplied so far; pending writes stay tracked because a
                 // delayed one can still land on our version.
+                Renewal::Refused => {
+                    // It can never land: nothing to recognise later.
+                    held.pending.pop();
+                    if planted::active(Bug::LeadWhileUnreachable) {
+                        held.ends_at = inner.core().lease_end(sent_at);
+                    }
+                    next_renewal = retry_at;
+                }
                 Renewal::NotApplied | Renewal::Unknown => {
                     if planted::active(Bug::LeadWhileUnreachable) {
                         held.ends_at = inner.core().lease_end(sent_at);

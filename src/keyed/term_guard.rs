@@ -31,12 +31,23 @@ pub(super) struct Task {
     pub handle: JoinHandle<()>,
 }
 
+/// A task dropped (a crash, the run future dropped, a stop cut short) is
+/// aborted, so no work outlives its member.
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
 /// The term channel of every running key, by key, shared by the member's
 /// loop and its [`guard_terms`] watchdog.
 pub(super) type TermChannels = Arc<Mutex<BTreeMap<String, watch::Sender<Term>>>>;
 
 /// Every key task of one run; dropping it (the run future dropped, as in a
 /// crash) aborts them, so no work outlives its member.
+///
+/// A key being stopped has left `running` but keeps its term channel until
+/// its task is gone: work winding down is guarded by the watchdog too.
 #[derive(Default)]
 pub(super) struct Tasks {
     running: BTreeMap<String, Task>,
@@ -54,9 +65,17 @@ impl Tasks {
         self.running.insert(key, task);
     }
 
+    /// Takes a key's task out to be stopped; its term channel stays with
+    /// the watchdog until [`Tasks::stopped`].
     pub fn remove(&mut self, key: &str) -> Option<Task> {
-        lock(&self.channels).remove(key);
         self.running.remove(key)
+    }
+
+    /// A key's task is gone: the watchdog has nothing more to wake there.
+    pub fn stopped(&mut self, key: &str) {
+        if !self.running.contains_key(key) {
+            lock(&self.channels).remove(key);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -72,14 +91,6 @@ impl Tasks {
     pub fn publish(&self, term: Term) {
         for task in self.running.values() {
             task.term.send_replace(term);
-        }
-    }
-}
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for task in self.running.values() {
-            task.handle.abort();
         }
     }
 }
@@ -106,6 +117,9 @@ pub(super) async fn within_term(
     tokio::pin!(work);
     let first = *term.borrow_and_update();
     let (mut deadline, mut ended) = (first.until, first.cancelled);
+    // Messages keep coming after the term ended (the watchdog's wake-ups),
+    // until the member drops the channel.
+    let mut open = true;
     loop {
         tokio::select! {
             biased;
@@ -119,12 +133,12 @@ pub(super) async fn within_term(
                 deadline = now.until;
             }
             () = &mut work => return,
-            changed = term.changed(), if !ended => match changed {
+            changed = term.changed(), if open => match changed {
                 Ok(()) => {
                     let now = *term.borrow_and_update();
                     if now.cancelled {
                         ended = true;
-                    } else {
+                    } else if !ended {
                         deadline = deadline.max(now.until);
                     }
                     // The timer above fires late by as long as the host
@@ -134,7 +148,7 @@ pub(super) async fn within_term(
                     }
                 }
                 // The member is gone; dropping its tasks aborts this one.
-                Err(_) => ended = true,
+                Err(_) => (ended, open) = (true, false),
             },
         }
     }

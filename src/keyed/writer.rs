@@ -16,7 +16,7 @@ use super::record::{Hash, MembershipRecord};
 use super::term_guard::{Task, Tasks, guard_terms, within_term};
 use super::{KeyedError, Snapshot};
 use crate::backend::{BackendError, ObjectBackend};
-use crate::clock::{Clock, Instant, SystemClock};
+use crate::clock::{Clock, Instant, SystemClock, sleep_until_checked};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
 use crate::hrw::{KeyLease, KeyLeaseError, Leases, Member, Membership, MembershipError, WeightFn};
 use crate::lease::{MAX_OWNER_BYTES, MAX_TTL};
@@ -598,22 +598,25 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 stopping.push((key.clone(), task));
             }
         }
-        for (key, task) in stopping {
-            let mut handle = task.handle;
+        for (key, mut task) in stopping {
+            // The term's end is read again every suspend check: a host that
+            // slept while work wound down must not let it run on.
             let finished = self.now() < deadline
                 && tokio::select! {
                     biased;
-                    _ = &mut handle => true,
-                    () = self.shared.clock.sleep_until(deadline) => false,
+                    _ = &mut task.handle => true,
+                    () = sleep_until_checked(self.shared.clock.as_ref(), deadline) => false,
                 };
-            if !finished && !handle.is_finished() {
+            if !finished && !task.handle.is_finished() {
                 warn!(member = %self.shared.id, %key, "work did not stop before the term ended; aborting it");
-                handle.abort();
+                task.handle.abort();
                 // An abort takes effect between two polls, and another
                 // thread may be in the middle of one: the key counts as
                 // stopped only once the task is gone.
-                let _ = handle.await;
+                let _ = (&mut task.handle).await;
             }
+            drop(task);
+            tasks.stopped(&key);
             let round = self.shared.core().running().get(&key).copied();
             self.shared.core().stopped(&key);
             debug!(member = %self.shared.id, %key, round = ?round.map(|r| r.get()), "stopped key");

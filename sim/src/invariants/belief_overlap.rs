@@ -156,10 +156,27 @@ mod tests {
         let mut found = Vec::new();
         check(&history, &context(), &mut found);
         assert!(found.is_empty(), "{found:?}");
+        // Stopping later than the bound: its whole time awake counts.
         let late = [history[0].clone(), suspended, history[2].clone(), at(58, "a", stepped(1))];
         check(&late, &context(), &mut found);
         assert_eq!(found.len(), 1);
-        assert!(found[0].detail.contains("0.003s"), "{}", found[0].detail);
+        assert!(found[0].detail.contains("0.008s"), "{}", found[0].detail);
+    }
+
+    #[test]
+    fn a_term_that_outlived_a_short_suspend_is_belief_from_the_moment_it_wakes() {
+        // a sleeps from 5 to 10 ms and its term goes on; b takes over at
+        // 12 ms, inside a's waking window: an early takeover, caught whole.
+        let history = [
+            at(0, "a", Event::Acquired { generation: 1 }),
+            at(5, "a", Event::Suspended { until_us: 10_000, stops_by_us: 15_000 }),
+            at(12, "b", Event::Acquired { generation: 2 }),
+            at(40, "a", stepped(1)),
+        ];
+        let mut found = Vec::new();
+        check(&history, &context(), &mut found);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].detail.contains("0.028s"), "{}", found[0].detail);
     }
 
     #[test]

@@ -36,6 +36,15 @@ pub fn intervals(entries: &[Entry]) -> Intervals {
     // Open intervals by (node, key): an incarnation runs a key at most once
     // at a time, and one node runs one incarnation at a time.
     let mut open: BTreeMap<(String, u32), usize> = BTreeMap::new();
+    // For each open interval, the windows after a suspend in which it may
+    // still act if it stops within them (`excuse_waking`).
+    let mut woke: BTreeMap<(String, u32), Vec<(u64, u64)>> = BTreeMap::new();
+    type Woke = BTreeMap<(String, u32), Vec<(u64, u64)>>;
+    fn close(by_key: &mut Intervals, woke: &mut Woke, slot: (String, u32), index: usize, at_us: u64) {
+        let acting = &mut by_key.get_mut(&slot.1).expect("opened above")[index];
+        acting.stop_us = at_us;
+        super::excuse_waking(&mut acting.paused, &woke.remove(&slot).unwrap_or_default(), at_us);
+    }
     for entry in entries {
         match &entry.event {
             Event::KeyStarted { key, round, incarnation } => {
@@ -52,14 +61,23 @@ pub fn intervals(entries: &[Entry]) -> Intervals {
                 });
             }
             Event::KeyStopped { key, .. } => {
-                if let Some(index) = open.remove(&(entry.node.clone(), *key)) {
-                    by_key.get_mut(key).expect("opened above")[index].stop_us = entry.at_us;
+                let slot = (entry.node.clone(), *key);
+                if let Some(index) = open.remove(&slot) {
+                    close(&mut by_key, &mut woke, slot, index, entry.at_us);
                 }
             }
-            Event::Paused { until_us } | Event::Suspended { stops_by_us: until_us, .. } => {
+            Event::Paused { until_us } => {
                 for ((node, key), index) in &open {
                     if *node == entry.node {
                         by_key.get_mut(key).expect("opened above")[*index].paused.push((entry.at_us, *until_us));
+                    }
+                }
+            }
+            Event::Suspended { until_us, stops_by_us } => {
+                for (slot, index) in &open {
+                    if slot.0 == entry.node {
+                        by_key.get_mut(&slot.1).expect("opened above")[*index].paused.push((entry.at_us, *until_us));
+                        woke.entry(slot.clone()).or_default().push((*until_us, *stops_by_us));
                     }
                 }
             }
@@ -68,7 +86,7 @@ pub fn intervals(entries: &[Entry]) -> Intervals {
                 let closing: Vec<(String, u32)> = open.keys().filter(|(n, _)| *n == node).cloned().collect();
                 for slot in closing {
                     let index = open.remove(&slot).expect("listed above");
-                    by_key.get_mut(&slot.1).expect("opened above")[index].stop_us = entry.at_us;
+                    close(&mut by_key, &mut woke, slot, index, entry.at_us);
                 }
             }
             _ => {}

@@ -378,42 +378,69 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
 /// One node's terms as the history shows them: (node, generation, start,
 /// end) with the end at the step-down, the crash or the end of the run.
 pub fn terms(entries: &[Entry], end_us: u64) -> Vec<Term> {
-    let mut open: Vec<Term> = Vec::new();
+    // Open terms, each with the windows after a suspend in which it may
+    // still be believed (see [`excuse_waking`]).
+    let mut open: Vec<(Term, Vec<(u64, u64)>)> = Vec::new();
     let mut closed = Vec::new();
+    let close = |(mut term, woke): (Term, Vec<(u64, u64)>), at_us: u64| {
+        term.end_us = at_us;
+        excuse_waking(&mut term.paused, &woke, at_us);
+        term
+    };
     for entry in entries {
         match &entry.event {
-            Event::Acquired { generation } => open.push(Term {
-                node: entry.node.clone(),
-                generation: *generation,
-                start_us: entry.at_us,
-                end_us,
-                paused: Vec::new(),
-            }),
+            Event::Acquired { generation } => open.push((
+                Term {
+                    node: entry.node.clone(),
+                    generation: *generation,
+                    start_us: entry.at_us,
+                    end_us,
+                    paused: Vec::new(),
+                },
+                Vec::new(),
+            )),
             Event::Stepped { generation, .. } => {
-                if let Some(index) = open.iter().position(|t| t.node == entry.node && t.generation == *generation) {
-                    let mut term = open.remove(index);
-                    term.end_us = entry.at_us;
-                    closed.push(term);
+                if let Some(index) = open.iter().position(|(t, _)| t.node == entry.node && t.generation == *generation)
+                {
+                    closed.push(close(open.remove(index), entry.at_us));
                 }
             }
             Event::Crashed => {
-                while let Some(index) = open.iter().position(|t| t.node == entry.node) {
-                    let mut term = open.remove(index);
-                    term.end_us = entry.at_us;
-                    closed.push(term);
+                while let Some(index) = open.iter().position(|(t, _)| t.node == entry.node) {
+                    closed.push(close(open.remove(index), entry.at_us));
                 }
             }
-            Event::Paused { until_us } | Event::Suspended { stops_by_us: until_us, .. } => {
-                for term in open.iter_mut().filter(|t| t.node == entry.node) {
+            Event::Paused { until_us } => {
+                for (term, _) in open.iter_mut().filter(|(t, _)| t.node == entry.node) {
                     term.paused.push((entry.at_us, *until_us));
+                }
+            }
+            Event::Suspended { until_us, stops_by_us } => {
+                for (term, woke) in open.iter_mut().filter(|(t, _)| t.node == entry.node) {
+                    term.paused.push((entry.at_us, *until_us));
+                    woke.push((*until_us, *stops_by_us));
                 }
             }
             _ => {}
         }
     }
-    closed.extend(open);
+    closed.extend(open.into_iter().map(|(term, _)| term));
     closed.sort_by_key(|term| (term.start_us, term.node.clone()));
     closed
+}
+
+/// A node that wakes from a suspend to find its term over stops within the
+/// suspend bound (I9a), acting meanwhile only as a paused process may: the
+/// time from waking to its stop counts as paused, when the stop falls in
+/// the bound. A term that outlived the suspend was rightly believed after
+/// waking, and its waking window is not excused: a contender that took
+/// over then is caught.
+pub fn excuse_waking(paused: &mut Vec<(u64, u64)>, woke: &[(u64, u64)], end_us: u64) {
+    for &(until_us, stops_by_us) in woke {
+        if until_us <= end_us && end_us <= stops_by_us {
+            paused.push((until_us, end_us));
+        }
+    }
 }
 
 /// A term of leadership as one node believed it.
