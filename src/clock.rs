@@ -499,12 +499,7 @@ mod tests {
     fn on_linux_the_suspended_time_is_boottime_less_monotonic() {
         // Read the kernel directly around the clock's own read: the time
         // slept since boot cannot change within microseconds.
-        let read = |id| {
-            let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: clock_gettime writes one timespec through a valid pointer.
-            assert_eq!(unsafe { libc::clock_gettime(id, &mut spec) }, 0);
-            Duration::new(spec.tv_sec as u64, spec.tv_nsec as u32)
-        };
+        let read = |id| read_clock(id).expect("the kernel has the clock");
         let before = read(libc::CLOCK_BOOTTIME).saturating_sub(read(libc::CLOCK_MONOTONIC));
         let ours = suspended_since_boot();
         let after = read(libc::CLOCK_BOOTTIME).saturating_sub(read(libc::CLOCK_MONOTONIC));
@@ -520,12 +515,7 @@ mod tests {
     fn on_linux_the_system_clock_reads_boottime() {
         // Under real time, tokio's Instant is CLOCK_MONOTONIC, so the clock
         // plus the suspended part is CLOCK_BOOTTIME since the clock was made.
-        let boottime = || {
-            let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            // SAFETY: clock_gettime writes one timespec through a valid pointer.
-            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut spec) }, 0);
-            Duration::new(spec.tv_sec as u64, spec.tv_nsec as u32)
-        };
+        let boottime = || read_clock(libc::CLOCK_BOOTTIME).expect("the kernel has CLOCK_BOOTTIME");
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         runtime.block_on(async {
             let first = boottime();

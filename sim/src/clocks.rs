@@ -68,6 +68,16 @@ pub struct ClockSpec {
     pub monotonic: Monotonic,
 }
 
+impl ClockSpec {
+    /// How much true time `local` takes on this clock, rounded up, so that
+    /// a timer set by it never fires before `local` has passed on the clock.
+    pub fn true_duration(&self, local: Duration) -> Duration {
+        let rate = PPB + self.drift_ppb as i128;
+        let nanos = (local.as_nanos() as i128 * PPB + rate - 1) / rate;
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
+
 /// What a node's monotonic clock does while its host is suspended. Timers
 /// run late by the suspended time under both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,10 +284,8 @@ impl Clock for SimClock {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Sleep {
-        // Round up, so that on waking `now()` has reached the deadline.
-        let rate = PPB + self.spec.drift_ppb as i128;
-        let true_nanos = (deadline.as_nanos() as i128 * PPB + rate - 1) / rate;
-        let true_deadline = Duration::from_nanos(u64::try_from(true_nanos).unwrap_or(u64::MAX));
+        // Rounded up, so that on waking `now()` has reached the deadline.
+        let true_deadline = self.spec.true_duration(Duration::from_nanos(deadline.as_nanos()));
         // The timer runs on the clock that stops in suspend. A clock that
         // reads the same timeline fires it at the deadline's reading there;
         // one that counts suspend arms it for the time left now, so a

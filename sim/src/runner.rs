@@ -565,10 +565,7 @@ struct Controls {
 /// still act (I9a): one suspend check on its clock, in true time, and two
 /// ticks, one for the check's timer and one for the tasks it wakes.
 fn wake_grace(clock: &crate::clocks::ClockSpec, suspend_check: Duration, tick: Duration) -> Duration {
-    let check = suspend_check.as_nanos();
-    let rate = 1_000_000_000i128 + i128::from(clock.drift_ppb);
-    let nanos = (check as i128 * 1_000_000_000 + rate - 1) / rate.max(1);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)) + 2 * tick
+    clock.true_duration(suspend_check) + 2 * tick
 }
 
 /// How often `node` reads its safety deadlines again: the library's

@@ -321,9 +321,7 @@ impl Core {
                         involuntary: true,
                     };
                 }
-                let unchanged =
-                    self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(&stored.version));
-                if !unchanged {
+                if !self.watching(&stored.version) {
                     // A record that replaced another writer's live one may
                     // not have waited that writer's term out (someone else
                     // overwrote the key, or the writer's TTL is shorter):
@@ -354,18 +352,19 @@ impl Core {
         next: Generation,
         arrived: Instant,
     ) -> Decision {
+        let take_now = Decision::Take { expected: Some(stored.version.clone()), generation: next, involuntary: false };
         if planted::active(Bug::ForeignReleaseEndsWait) {
             self.watch = None;
-            return Decision::Take { expected: Some(stored.version.clone()), generation: next, involuntary: false };
+            return take_now;
         }
         if let Some(replaced_ttl) = replaced_ttl {
             self.hold_back_until(arrived + replaced_ttl);
         }
         let held_back = self.not_before.is_some_and(|before| arrived < before);
-        let watched = self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(&stored.version));
+        let watched = self.watching(&stored.version);
         if !held_back && !watched {
             self.watch = None;
-            return Decision::Take { expected: Some(stored.version.clone()), generation: next, involuntary: false };
+            return take_now;
         }
         // Watched with no wait of its own, so the takeover is due the
         // moment the hold-back ends, conditional on this version still.
@@ -400,6 +399,11 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Whether `version` is the one being timed.
+    fn watching(&self, version: &Version) -> bool {
+        self.watch.as_ref().is_some_and(|watch| watch.version.as_ref() == Some(version))
     }
 
     fn watch_deadline(&self) -> Instant {

@@ -140,16 +140,12 @@ impl<B: Backend> TermGuard<B> {
                     next_renewal = retry_at;
                 }
                 // Unapplied so far; pending writes stay tracked because a
-                // delayed one can still land on our version.
-                Renewal::Refused => {
-                    // It can never land: nothing to recognise later.
-                    held.pending.pop();
-                    if planted::active(Bug::LeadWhileUnreachable) {
-                        held.ends_at = inner.core().lease_end(sent_at);
+                // delayed one can still land on our version. One the store
+                // refused outright can never land: nothing to recognise.
+                unapplied @ (Renewal::Refused | Renewal::NotApplied | Renewal::Unknown) => {
+                    if matches!(unapplied, Renewal::Refused) {
+                        held.pending.pop();
                     }
-                    next_renewal = retry_at;
-                }
-                Renewal::NotApplied | Renewal::Unknown => {
                     if planted::active(Bug::LeadWhileUnreachable) {
                         held.ends_at = inner.core().lease_end(sent_at);
                     }
