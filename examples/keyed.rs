@@ -68,6 +68,7 @@ fn start(id: &'static str, config: &S3Config, keys: &[String], log: &ActingLog) 
         .id(id)
         .keys(keys.iter().cloned())
         .ttl(TTL)
+        .create_at(1)
         .build()
         .map_err(|e| format!("cannot build member {id}: {e}"))?;
     let (handle, leaver) = (writer.handle(), writer.leaver());

@@ -2,7 +2,7 @@
 //! scenarios catch what they exist to catch.
 //!
 //! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's tables (I1 to
-//! I10 with I4a and I9a, and the liveness rule L1 in the elector; K1 and K2 in keyed
+//! I10 with I4a and I9a, and the liveness rule L1 in the elector; K1, K2 and K7 in keyed
 //! writers; D1, one seed one trace, in the simulator), the way real
 //! libraries have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
@@ -85,6 +85,14 @@ pub enum Bug {
     /// restarted process takes over its predecessor's entry instead of
     /// waiting for it to go.
     ReuseEntry,
+    /// K7: a keyed member starts the keys of an evicted member as soon as
+    /// it owns them, without waiting its lock-delay, while the evicted
+    /// member's unfenced writes may still be in flight.
+    SkipKeyedLockDelay,
+    /// K2: a process that has seen no view creates a missing membership
+    /// object at view 1, whatever it was configured with, so a group whose
+    /// object was deleted starts its views, and its keys' rounds, again.
+    CreateWithoutFloor,
     /// K1: a read of an older view replaces the newest one read, so a key
     /// that moved away runs again under the older view.
     ResumeOlderView,
@@ -98,7 +106,7 @@ pub enum Bug {
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 19] = [
+    pub const ALL: [Bug; 21] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -116,7 +124,9 @@ impl Bug {
         Bug::StartBeforeActive,
         Bug::RoundFromCounter,
         Bug::ReuseEntry,
+        Bug::CreateWithoutFloor,
         Bug::ResumeOlderView,
+        Bug::SkipKeyedLockDelay,
         Bug::SharedTermWatch,
     ];
 
@@ -140,6 +150,8 @@ impl Bug {
             Bug::StartBeforeActive => "start-before-active",
             Bug::RoundFromCounter => "round-from-counter",
             Bug::ReuseEntry => "reuse-entry",
+            Bug::CreateWithoutFloor => "create-without-floor",
+            Bug::SkipKeyedLockDelay => "skip-keyed-lock-delay",
             Bug::ResumeOlderView => "resume-older-view",
             Bug::SharedTermWatch => "shared-term-watch",
         }
@@ -162,7 +174,8 @@ impl Bug {
             Bug::FixedIncarnation => "I10",
             Bug::LaggingReads => "L1",
             Bug::AdoptBeforeStop | Bug::StartBeforeActive | Bug::ResumeOlderView => "K1",
-            Bug::RoundFromCounter | Bug::ReuseEntry => "K2",
+            Bug::RoundFromCounter | Bug::ReuseEntry | Bug::CreateWithoutFloor => "K2",
+            Bug::SkipKeyedLockDelay => "K7",
             Bug::SharedTermWatch => "D1",
         }
     }

@@ -8,6 +8,7 @@ pub mod follower_reads;
 pub mod history;
 pub mod invariants;
 pub mod keyed_handoffs;
+pub mod keyed_lapses;
 pub mod mix;
 pub mod node;
 pub mod runner;

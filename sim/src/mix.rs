@@ -72,6 +72,7 @@ pub fn world(seed: u64, bounds: &MixBounds) -> World {
         .map(|i| {
             let mut node = NodeSpec {
                 owner: None,
+                create_at_view: None,
                 name: format!("n{i}"),
                 clock: ClockSpec::default(),
                 elector: Default::default(),

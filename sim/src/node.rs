@@ -345,6 +345,10 @@ async fn run_keyed(
     if let Some(read) = keyed.read_interval_ms {
         builder = builder.read_interval(Duration::from_millis(read));
     }
+    let create_at = context.spec.create_at_view.unwrap_or(keyed.create_at_view);
+    if create_at > 0 {
+        builder = builder.create_at(create_at);
+    }
     if let Some(margin) = spec.stop_margin_ms {
         builder = builder.stop_margin(Duration::from_millis(margin));
     }
@@ -444,6 +448,7 @@ impl KeyRight for LeaderContext {
 struct KeyWork {
     clock: Arc<SimClock>,
     work_stop: Duration,
+    ignores_cancellation: bool,
     fenced_keys: u32,
     write_every: Duration,
 }
@@ -453,6 +458,7 @@ impl KeyWork {
         KeyWork {
             clock,
             work_stop: Duration::from_millis(keyed.work_stop_ms),
+            ignores_cancellation: keyed.work_ignores_cancellation,
             fenced_keys: keyed.fenced_keys,
             write_every: Duration::from_millis(keyed.fenced_every_ms),
         }
@@ -463,6 +469,17 @@ impl KeyWork {
         let work = self;
         async move {
             use hoplock::clock::Clock;
+            if work.ignores_cancellation {
+                // Careless work: it never looks at its right to act, and
+                // only its member's abort at the end of the term stops it.
+                let _ = &right;
+                loop {
+                    if acting.key < work.fenced_keys {
+                        acting.write();
+                    }
+                    work.clock.sleep_until(work.clock.now() + work.write_every).await;
+                }
+            }
             if acting.key < work.fenced_keys {
                 // Writes as a careful user's work does: only while the
                 // right to act for the key holds.

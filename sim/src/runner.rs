@@ -20,7 +20,7 @@ use crate::downstream::Downstream;
 use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
 use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
-use crate::node::{self, ACCESS_KEY, BUCKET, KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
+use crate::node::{self, ACCESS_KEY, BUCKET, KEY, MEMBERS_KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
 use hoplock::keyed::MembershipRecord;
 
@@ -227,6 +227,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let mut reach = Reach::default();
     let names = world.node_names();
     let mut contention = vec![(0, names.clone())];
+    let mut membership_touched = false;
 
     // Hosts have software that has not run yet: the first tick is stepped
     // alone.
@@ -259,6 +260,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             apply(&mut sim, &action, &controls, &reach, &mut resumes, now, &history);
             reach.apply(&action, now);
             reach_changed = true;
+            // A membership object deleted or rewritten is a membership
+            // change: the members settle again from here.
+            membership_touched |= matches!(action, Action::DeleteMembers | Action::WriteMembers { .. });
             *fault_counts.entry(action.verb()).or_default() += 1;
         }
         resumes.retain(|(at, node, held)| {
@@ -276,7 +280,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         reach_changed |= reach.outage_ended(now);
         if reach_changed {
             let contenders = reach.contenders(&names, now);
-            if contention.last().is_none_or(|(_, last)| *last != contenders) {
+            if std::mem::take(&mut membership_touched) || contention.last().is_none_or(|(_, last)| *last != contenders)
+            {
                 contention.push((now.as_micros() as u64, contenders));
             }
         }
@@ -405,6 +410,12 @@ enum OperatorOp {
     Reset(u64),
     /// Every request refused for this long, with this status.
     Outage(Duration, u16),
+    /// The membership object deleted.
+    DeleteMembers,
+    /// These bytes stored as the membership object.
+    WriteMembers(Vec<u8>),
+    /// The membership object stored again with its view this much lower.
+    StaleMembers(u64),
 }
 
 impl OperatorOp {
@@ -438,6 +449,25 @@ impl OperatorOp {
             // The status was checked when the scenario was validated.
             OperatorOp::Outage(duration, status) => {
                 let _ = s3.outage(duration, status);
+            }
+            OperatorOp::DeleteMembers => s3.delete_direct(BUCKET, MEMBERS_KEY, OPERATOR),
+            OperatorOp::WriteMembers(bytes) => {
+                s3.put_direct(BUCKET, MEMBERS_KEY, bytes.into(), OPERATOR);
+            }
+            OperatorOp::StaleMembers(back) => {
+                let Some(mut record) =
+                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
+                else {
+                    return;
+                };
+                // Kept a valid object: a view below 1, or a last join
+                // above the view, would be refused as corrupt instead.
+                record.view = record.view.saturating_sub(back).max(1);
+                record.last_join = record.last_join.min(record.view);
+                if record.change.kind == hoplock::keyed::record::ChangeKind::Join {
+                    record.last_join = record.view;
+                }
+                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
             }
         }
     }
@@ -504,6 +534,9 @@ impl Reach {
             // the key is reset or deleted.
             Action::WriteRecord { record } => self.store_unusable = record.unusable(),
             Action::DeleteKey | Action::ResetKey { .. } => self.store_unusable = false,
+            // Keyed worlds judge the membership object's faults by their
+            // own checkers; who may lead the election key is unchanged.
+            Action::DeleteMembers | Action::WriteMembers { .. } => {}
             Action::Outage { for_ms, .. } => self.outage_until = Some(now + Duration::from_millis(*for_ms)),
         }
     }
@@ -651,6 +684,11 @@ fn apply(
         Action::WriteRecord { record } => controls.operate(OperatorOp::Write(record.bytes())),
         Action::DeleteKey => controls.operate(OperatorOp::Delete),
         Action::ResetKey { generation_floor } => controls.operate(OperatorOp::Reset(*generation_floor)),
+        Action::DeleteMembers => controls.operate(OperatorOp::DeleteMembers),
+        Action::WriteMembers { raw: Some(raw), .. } => {
+            controls.operate(OperatorOp::WriteMembers(raw.as_bytes().to_vec()))
+        }
+        Action::WriteMembers { views_back, .. } => controls.operate(OperatorOp::StaleMembers(views_back.unwrap_or(0))),
         Action::Outage { for_ms, status } => {
             controls.operate(OperatorOp::Outage(Duration::from_millis(*for_ms), *status));
         }
@@ -789,6 +827,23 @@ pub fn validate(world: &World) -> Result<(), SimError> {
                 format!("the schedule at {} ms: {}", scheduled.at_ms, fake_s3::http::UnknownOutageStatus(status));
             return invalid("schedule".into(), message);
         }
+        if let Action::DeleteMembers | Action::WriteMembers { .. } = &scheduled.action
+            && world.keyed.as_ref().is_none_or(|keyed| keyed.protocol != crate::world::KeyedProtocol::Membership)
+        {
+            let message = format!(
+                "the schedule at {} ms: {} acts on the membership object, which only keyed worlds of the membership protocol have",
+                scheduled.at_ms,
+                scheduled.action.verb()
+            );
+            return invalid("schedule".into(), message);
+        }
+        if let Action::WriteMembers { raw, views_back } = &scheduled.action
+            && raw.is_some() == views_back.is_some()
+        {
+            let message =
+                format!("the schedule at {} ms: write-members takes either raw or views_back", scheduled.at_ms);
+            return invalid("schedule".into(), message);
+        }
         if let Some(unknown) = named.into_iter().find(|name| !host(name)) {
             let message = format!("the schedule at {} ms names unknown host {unknown:?}", scheduled.at_ms);
             return invalid("schedule".into(), message);
@@ -849,6 +904,8 @@ fn checker_context(world: &World) -> Context {
             rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
             drift_bound: spec.drift_bound,
             ttl_us: spec.ttl_ms * 1000,
+            // The keyed writer's default is TTL/10.
+            stop_margin_us: spec.stop_margin_ms.map_or(spec.ttl_ms * 100, |ms| ms * 1000),
             // A read, a write, and the read-back that settles a write whose
             // reply was lost (I7), each up to the request timeout.
             attempt_us: (read_gap + 3.0 * timeout) as u64,
@@ -879,6 +936,7 @@ fn checker_context(world: &World) -> Context {
     let keyed = world.keyed.as_ref().map(|keyed| {
         // P: how often members read the object; R: how often they renew.
         let (mut read_us, mut ttl_us, mut lock_delay_us, mut rho) = (0u64, 0u64, 0u64, 0f64);
+        let mut attempt_us = 0u64;
         for node in &world.nodes {
             let spec = &node.elector;
             let renew_ms = spec.renew_ms.unwrap_or(spec.ttl_ms / 3);
@@ -886,13 +944,21 @@ fn checker_context(world: &World) -> Context {
             ttl_us = ttl_us.max(spec.ttl_ms * 1000);
             lock_delay_us = lock_delay_us.max(spec.lock_delay_ms * 1000);
             rho = rho.max(spec.drift_bound);
+            // One try at a write the store failed: the retry gap, a read, the
+            // write, and the read-back of an unknown outcome.
+            let timeout_ms = spec.request_timeout_ms.unwrap_or(spec.ttl_ms / 6);
+            attempt_us = attempt_us.max((renew_ms / 8 + 3 * timeout_ms) * 1000);
         }
         let rtt_us = 2 * (world.network.latency_max_ms + world.tick_ms) * 1000 + in_flight_us;
         // The crash bound, TTL·(1+ρ) + 2P + lock-delay + 3 RTT, plus one
         // more P and five round trips for a restarted member, which joins
         // only once its predecessor's entry is gone and acts once the
         // others have adopted its join.
-        let settle_bound_us = (ttl_us as f64 * (1.0 + rho)) as u64 + 3 * read_us + lock_delay_us + 8 * rtt_us;
+        // As the elector's liveness bound: a store that fails requests at
+        // rate p may need k tries of each of those steps (k - 1 more).
+        let retries_us = attempt_us.saturating_mul(u64::from(attempts.saturating_sub(1)));
+        let settle_bound_us =
+            (ttl_us as f64 * (1.0 + rho)) as u64 + 3 * read_us + lock_delay_us + 8 * rtt_us + retries_us;
         let ids = world.nodes.iter().filter_map(|n| n.owner.clone().map(|id| (n.name.clone(), id))).collect();
         let leases_per_key = keyed.protocol == crate::world::KeyedProtocol::LeasePerKey;
         invariants::KeyedFacts { keys: keyed.keys, ids, settle_bound_us, leases_per_key }
@@ -1010,16 +1076,21 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         takeovers,
         failover_gaps_us,
         stop_latencies_us: stop_latencies(entries, context.end_us),
-        lost_terms: entries
-            .iter()
-            .filter(|entry| {
-                matches!(&entry.event, Event::Lost { reason, .. }
-                    if matches!(reason.as_str(), "expired" | "superseded" | "deleted" | "failed"))
-            })
-            .count(),
+        lost_terms: if world.keyed.is_some() {
+            crate::keyed_lapses::lost_terms(entries)
+        } else {
+            entries
+                .iter()
+                .filter(|entry| {
+                    matches!(&entry.event, Event::Lost { reason, .. }
+                        if matches!(reason.as_str(), "expired" | "superseded" | "deleted" | "failed"))
+                })
+                .count()
+        },
         faults,
         stale_writes_rejected: invariants::monotone_fencing::stale_writes(entries) + stale_keyed,
-        stale_writes_accepted: invariants::monotone_fencing::stale_writes_accepted(entries),
+        stale_writes_accepted: invariants::monotone_fencing::stale_writes_accepted(entries)
+            + if world.keyed.is_some() { invariants::keyed_fencing::stale_accepted(entries) } else { 0 },
         liveness_windows: invariants::liveness::windows(entries, context),
         overlap_pairs_unchecked: invariants::belief_overlap::unchecked_pairs(entries, context),
         leader_hours: leader_us as f64 / 3.6e9,

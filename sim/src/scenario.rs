@@ -91,8 +91,9 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_stop_ms: Option<u64>,
     /// A bound: the most terms any run may lose involuntarily (expired,
-    /// superseded, deleted or failed, as the elector's events report). A
-    /// leader that steps down when its renewals could still have gone
+    /// superseded, deleted or failed, as the elector's events report; in
+    /// keyed worlds, evictions and terms that ran out under a live entry).
+    /// A leader that steps down when its renewals could still have gone
     /// through is not unsafe, but every needless handover costs downtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lost_terms: Option<u64>,

@@ -58,6 +58,11 @@ pub struct KeyedSpec {
     /// (W in the leave bound), in milliseconds.
     #[serde(default = "default_work_stop_ms")]
     pub work_stop_ms: u64,
+    /// Whether a key's work never looks at its context: it writes on until
+    /// its member aborts it (at the end of the member's term), as careless
+    /// user code does.
+    #[serde(default)]
+    pub work_ignores_cancellation: bool,
     /// How many keys (`k0` up) write to a fenced downstream while they are
     /// acted on: a sample, so that large worlds stay quick.
     #[serde(default = "default_fenced_keys")]
@@ -70,6 +75,12 @@ pub struct KeyedSpec {
     /// writes can arrive after the next holder's first.
     #[serde(default = "default_fenced_latency_ms")]
     pub fenced_latency_ms: u64,
+    /// The view every member creates a missing membership object at, when
+    /// its node says nothing else (`0`: no member creates one, and the
+    /// object must come from elsewhere). A member that has seen a view
+    /// never creates one, whatever this says.
+    #[serde(default = "default_create_at_view")]
+    pub create_at_view: u64,
     /// How the members decide who acts for a key: one membership object
     /// (the design), or one election lease per key (the baseline it is
     /// measured against).
@@ -88,6 +99,10 @@ pub enum KeyedProtocol {
     /// whoever wins a key's lease acts for it, with its generation as the
     /// round. What one lease per key costs; keys do not follow HRW.
     LeasePerKey,
+}
+
+fn default_create_at_view() -> u64 {
+    1
 }
 
 fn default_fenced_keys() -> u32 {
@@ -166,6 +181,11 @@ pub struct NodeSpec {
     /// process, running at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// In keyed worlds, the view this member creates a missing membership
+    /// object at (`0`: it never creates one); default the world's
+    /// `[keyed] create_at_view`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_at_view: Option<u64>,
     /// The node's clock.
     #[serde(default)]
     pub clock: ClockSpec,
@@ -421,6 +441,19 @@ pub enum Action {
     /// What `hoplock lease reset --generation-floor` does: a released record
     /// at the floor or the stored generation, whichever is higher.
     ResetKey { generation_floor: u64 },
+    /// Someone deletes the keyed world's membership object under its live
+    /// members (a lifecycle rule, an operator cleaning up).
+    DeleteMembers,
+    /// Someone other than the members writes the membership object,
+    /// unconditionally: `raw` bytes (a corrupt object), or, with
+    /// `views_back`, the object as it stands with its view that many lower
+    /// (a stale copy restored over it).
+    WriteMembers {
+        #[serde(default)]
+        raw: Option<String>,
+        #[serde(default)]
+        views_back: Option<u64>,
+    },
     /// The store refuses every request for `for_ms`, applying nothing: an
     /// outage, or throttling of the whole prefix. `status` is the answer:
     /// 503 (SlowDown, the default), 429 or 500.
@@ -502,9 +535,12 @@ impl Action {
             | Action::Suspend { node, .. }
             | Action::Stop { node }
             | Action::StepClock { node, .. } => vec![node],
-            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
-                Vec::new()
-            }
+            Action::WriteRecord { .. }
+            | Action::DeleteKey
+            | Action::ResetKey { .. }
+            | Action::DeleteMembers
+            | Action::WriteMembers { .. }
+            | Action::Outage { .. } => Vec::new(),
         }
     }
 
@@ -523,9 +559,12 @@ impl Action {
             Action::Suspend { node, for_ms } => Action::Suspend { node: pick(node), for_ms: *for_ms },
             Action::Stop { node } => Action::Stop { node: pick(node) },
             Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
-            Action::WriteRecord { .. } | Action::DeleteKey | Action::ResetKey { .. } | Action::Outage { .. } => {
-                self.clone()
-            }
+            Action::WriteRecord { .. }
+            | Action::DeleteKey
+            | Action::ResetKey { .. }
+            | Action::DeleteMembers
+            | Action::WriteMembers { .. }
+            | Action::Outage { .. } => self.clone(),
         }
     }
 
@@ -546,6 +585,8 @@ impl Action {
             Action::WriteRecord { .. } => "write-record",
             Action::DeleteKey => "delete-key",
             Action::ResetKey { .. } => "reset-key",
+            Action::DeleteMembers => "delete-members",
+            Action::WriteMembers { .. } => "write-members",
             Action::Outage { .. } => "outage",
         };
         let mut label = verb.to_string();
@@ -568,6 +609,8 @@ impl Action {
                 )),
             },
             Action::ResetKey { generation_floor } => label.push_str(&format!(" floor {generation_floor}")),
+            Action::WriteMembers { raw: Some(_), .. } => label.push_str(" (corrupt bytes)"),
+            Action::WriteMembers { views_back: Some(back), .. } => label.push_str(&format!(" {back} views back")),
             Action::Outage { for_ms, status } => label.push_str(&format!(" for {for_ms} ms answering {status}")),
             _ => {}
         }

@@ -59,8 +59,9 @@ pub(crate) struct Identity {
     pub addr: String,
     pub capacity: NonZeroU32,
     pub hash: Hash,
-    /// The view a new membership object starts at.
-    pub view_floor: u64,
+    /// The view a membership object this member creates starts at; `None`
+    /// when it never creates one, so that a missing object fails closed.
+    pub create_at: Option<u64>,
     /// Whether a key new to this member waits for the view to be active.
     /// Always on outside tests: off, a joiner acts on its own list as soon
     /// as it has one, which is how two members end up writing one key.
@@ -97,6 +98,9 @@ pub(crate) enum Observed {
     Removed,
     /// The object is missing after a view was seen: fail closed.
     Vanished,
+    /// The object is missing, no view was seen, and this member was not
+    /// told a view to create it at: it waits for someone who was.
+    Absent,
 }
 
 /// A write the shell should send.
@@ -168,7 +172,16 @@ pub(crate) struct Core {
     read_missing: bool,
     /// The members of the newest active view read.
     active_members: Option<Vec<Member>>,
+    /// This incarnation's renewals and evictions whose outcome is not
+    /// known yet, oldest first: their nonce and when each was sent. One
+    /// that shows up in a later read landed, and the term counts from its
+    /// send (I7), however long after its sender gave up on it.
+    unresolved: Vec<(String, Instant)>,
 }
+
+/// The most unresolved writes remembered; past it the oldest is dropped,
+/// which only ever makes the term shorter.
+const MAX_UNRESOLVED: usize = 64;
 
 impl Core {
     pub fn new(timing: Timing, me: Identity, incarnation: String, keys: Arc<[String]>) -> Core {
@@ -189,6 +202,7 @@ impl Core {
             keys,
             read_missing: false,
             active_members: None,
+            unresolved: Vec::new(),
         }
     }
 
@@ -201,6 +215,7 @@ impl Core {
         self.last_sent = None;
         self.watched.clear();
         self.running.clear();
+        self.unresolved.clear();
     }
 
     pub fn newest(&self) -> Option<&Arc<Seen>> {
@@ -210,6 +225,11 @@ impl Core {
     /// The members of the newest active view read.
     pub fn active_members(&self) -> Option<&[Member]> {
         self.active_members.as_deref()
+    }
+
+    /// The version the next write is conditional on.
+    pub fn version(&self) -> Option<&Version> {
+        self.version.as_ref()
     }
 
     pub fn running(&self) -> &BTreeMap<String, Round> {
@@ -239,7 +259,11 @@ impl Core {
         let Some((record, version)) = read else {
             self.version = None;
             self.read_missing = true;
-            return if self.highest_view > 0 { Observed::Vanished } else { Observed::Current };
+            return match (self.highest_view > 0, self.create_at()) {
+                (true, _) => Observed::Vanished,
+                (false, None) => Observed::Absent,
+                (false, Some(_)) => Observed::Current,
+            };
         };
         let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
         if record.view < newest_view && !planted::active(Bug::ResumeOlderView) {
@@ -261,7 +285,39 @@ impl Core {
             self.phase = Phase::Finished;
             return Observed::Removed;
         }
+        self.credit_late_landing();
         Observed::Current
+    }
+
+    /// A write this member gave up on may have landed after all: if the
+    /// newest view carries the nonce of one, its term counts from that
+    /// write's send, and every write sent before it is settled too.
+    fn credit_late_landing(&mut self) {
+        if !matches!(self.phase, Phase::Member { .. }) || self.unresolved.is_empty() {
+            return;
+        }
+        let Some(own) = self.newest.as_ref().and_then(|seen| seen.record.entry(&self.me.id).cloned()) else { return };
+        if own.incarnation != self.incarnation {
+            return;
+        }
+        if let Some(landed) = self.unresolved.iter().position(|(nonce, _)| *nonce == own.nonce) {
+            let sent_at = self.unresolved[landed].1;
+            self.last_sent = Some(self.last_sent.map_or(sent_at, |last| last.max(sent_at)));
+            self.unresolved.drain(..=landed);
+        }
+    }
+
+    /// A write's outcome stayed unknown after its read-back: remembered, so
+    /// a later read that shows it landed still renews the term.
+    pub fn unresolved(&mut self, planned: &Planned, sent_at: Instant) {
+        let (Some(nonce), WriteKind::Renew | WriteKind::Evict) = (&planned.nonce, planned.kind) else { return };
+        if !matches!(self.phase, Phase::Member { .. }) {
+            return;
+        }
+        if self.unresolved.len() >= MAX_UNRESOLVED {
+            self.unresolved.remove(0);
+        }
+        self.unresolved.push((nonce.clone(), sent_at));
     }
 
     /// Keys may come from an evicted member, whose unfenced requests may
@@ -270,6 +326,9 @@ impl Core {
     /// member reads, so both are held back too.
     fn hold_after_eviction(&mut self, newest_view: u64, record: &MembershipRecord, arrived: Instant) {
         let jumped = newest_view == 0 || record.view > newest_view.saturating_add(1);
+        if planted::active(Bug::SkipKeyedLockDelay) {
+            return;
+        }
         if record.view > newest_view && (record.change.kind == ChangeKind::Evict || jumped) {
             self.hold_new_until = self.hold_new_until.max(arrived + self.timing.lock_delay);
         }
@@ -412,10 +471,16 @@ impl Core {
     /// member's entry.
     pub fn plan(&self, now: Instant, fresh_nonce: String) -> Result<Option<Planned>, Refusal> {
         let Some(seen) = self.newest.as_ref().filter(|_| self.version.is_some()) else {
-            // No object: only a process that never saw one creates it, and
-            // only after a read said it is missing.
-            if self.phase == Phase::Joining && self.highest_view == 0 && self.read_missing {
-                let view = self.me.view_floor.max(1);
+            // No object: only a process that never saw one creates it, only
+            // after a read said it is missing, and only when it was told the
+            // view to start at. A process cannot tell a new group from one
+            // whose object was deleted, and views that started again at 1
+            // would hand out rounds a downstream has already accepted.
+            if self.phase == Phase::Joining
+                && self.highest_view == 0
+                && self.read_missing
+                && let Some(view) = self.create_at()
+            {
                 // Adopted nothing yet: the view stays inactive until the
                 // creator's wait is over (see `confirm`).
                 let record = MembershipRecord::first(view, self.me.hash, self.own_entry(fresh_nonce.clone(), 0));
@@ -513,6 +578,14 @@ impl Core {
         }
     }
 
+    /// The view this member creates a missing object at, if it may.
+    fn create_at(&self) -> Option<u64> {
+        if planted::active(Bug::CreateWithoutFloor) {
+            return Some(1);
+        }
+        self.me.create_at.map(|view| view.max(1))
+    }
+
     /// Starts a graceful leave: from now on this incarnation acts for
     /// nothing, and its next write removes its entry.
     pub fn begin_leave(&mut self) {
@@ -531,6 +604,10 @@ impl Core {
     /// carrying the new `version`, arrived at `arrived`.
     pub fn landed(&mut self, planned: Planned, sent_at: Instant, version: Version, arrived: Instant) {
         self.confirm(&planned, sent_at, arrived);
+        // Writes sent before this one either landed before it (and this
+        // later send counts for more) or were conditional on a version this
+        // one replaced, so they never will.
+        self.unresolved.clear();
         let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
         self.hold_after_eviction(newest_view, &planned.record, arrived);
         self.highest_view = self.highest_view.max(planned.record.view);
@@ -567,7 +644,10 @@ impl Core {
                     // from the response covers them (the I4 argument). No
                     // view is active before the creator adopts one, so the
                     // wait holds for members that join meanwhile too.
-                    let wait_until = arrived + self.timing.ttl;
+                    // The lock-delay comes on top, as after an eviction:
+                    // the old members' last writes may still be in flight
+                    // when their terms end.
+                    let wait_until = arrived + self.timing.ttl + self.timing.lock_delay;
                     self.hold_new_until = self.hold_new_until.max(wait_until);
                     self.withhold_adoption_until = self.withhold_adoption_until.max(wait_until);
                 }
@@ -639,7 +719,7 @@ mod tests {
             leave_timeout: Duration::from_secs(1),
             drift_bound_ppb: 1_000_000,
             stop_margin: Duration::from_millis(300),
-            lock_delay: Duration::from_millis(700),
+            lock_delay: Duration::ZERO,
         }
     }
 
@@ -649,7 +729,7 @@ mod tests {
             addr: String::new(),
             capacity: NonZeroU32::MIN,
             hash: Hash::default(),
-            view_floor: 1,
+            create_at: Some(1),
             adoption: true,
         };
         Core::new(timing(), me, format!("{id}-1"), keys.clone())
@@ -798,6 +878,7 @@ mod tests {
     fn an_entry_is_evicted_only_after_its_nonce_sat_still_for_its_ttl() {
         let keys = keys();
         let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        b.timing.lock_delay = Duration::from_millis(700);
         let mut object = Object::default();
         step(&mut a, &mut object, at(0));
         step(&mut b, &mut object, at(100));
@@ -1004,6 +1085,7 @@ mod tests {
     fn a_joiners_first_view_holds_new_keys_for_the_lock_delay() {
         let keys = keys();
         let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+        b.timing.lock_delay = Duration::from_millis(700);
         let mut object = Object::default();
         keep_up(&mut a, &mut object, 0, 3_000);
         // b's first read could follow an eviction it never saw.
@@ -1041,7 +1123,7 @@ mod tests {
     fn the_last_view_is_never_passed() {
         let keys = keys();
         let (mut a, mut b) = (core("a", &keys), core("b", &keys));
-        a.me.view_floor = u64::MAX;
+        a.me.create_at = Some(u64::MAX);
         let mut object = Object::default();
         step(&mut a, &mut object, at(0));
         assert_eq!(object.record.as_ref().unwrap().view, u64::MAX);
@@ -1066,5 +1148,62 @@ mod tests {
         step(&mut a, &mut object, at(0));
         assert_eq!(a.observe(None, at(1_000)), Observed::Vanished);
         assert!(plan(&a, at(1_000)).is_none(), "it never recreates what it saw");
+    }
+
+    #[test]
+    fn a_member_told_no_view_to_create_at_never_creates_the_object() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        a.me.create_at = None;
+        assert_eq!(a.observe(None, at(0)), Observed::Absent);
+        assert!(plan(&a, at(0)).is_none(), "a missing object fails closed");
+        assert!(a.to_start(at(10_000)).is_empty());
+        // Once someone who may creates it, the member joins it.
+        let mut creator = core("b", &keys);
+        creator.me.create_at = Some(500);
+        let mut object = Object::default();
+        assert_eq!(step(&mut creator, &mut object, at(0)), Some(WriteKind::Create));
+        assert_eq!(object.record.as_ref().unwrap().view, 500, "views start at the floor given");
+        assert_eq!(step(&mut a, &mut object, at(100)), Some(WriteKind::Join));
+    }
+
+    #[test]
+    fn a_creator_waits_its_ttl_and_lock_delay_before_any_view_is_active() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        a.timing.lock_delay = Duration::from_millis(700);
+        let mut object = Object::default();
+        step(&mut a, &mut object, at(0));
+        let wait = at(0) + TTL + a.timing.lock_delay;
+        assert_eq!(a.withhold_adoption_until(), wait, "no view of the new object is active before");
+        assert_eq!(a.hold_new_until(), wait, "and no key starts before");
+    }
+
+    #[test]
+    fn a_renewal_given_up_on_renews_the_term_once_a_read_shows_it() {
+        let keys = keys();
+        let mut a = core("a", &keys);
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 4_000);
+        let before = a.term_end().unwrap();
+        // A renewal sent at 5 s whose reply never came, and whose read-back
+        // did not show it yet: it lands afterwards.
+        a.observe(object.read(), at(5_000));
+        let planned = plan(&a, at(5_000)).expect("a renewal is due");
+        assert_eq!(planned.kind, WriteKind::Renew);
+        a.unresolved(&planned, at(5_000));
+        assert_eq!(a.term_end(), Some(before), "an unknown outcome renews nothing yet");
+        object.write(&planned).expect("it lands after all");
+        a.observe(object.read(), at(6_500));
+        assert_eq!(a.term_end(), Some(at(5_000) + timing().hold_for()), "the term counts from its send");
+        // A read that shows someone else's nonce instead credits nothing.
+        let mut b = core("b", &keys);
+        let mut other = Object::default();
+        keep_up(&mut b, &mut other, 0, 4_000);
+        let end = b.term_end();
+        let lost = plan(&b, at(5_000)).expect("a renewal is due");
+        b.unresolved(&lost, at(5_000));
+        b.observe(other.read(), at(6_000));
+        assert_eq!(b.term_end(), end);
     }
 }

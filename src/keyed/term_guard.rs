@@ -225,6 +225,7 @@ mod tests {
             .id("a")
             .keys((0..20).map(|i| format!("k{i}")))
             .ttl(Duration::from_secs(3))
+            .create_at(1)
             .clock(clock)
             .build()
             .unwrap();

@@ -14,6 +14,9 @@ use super::context::{KeyContext, Term};
 use super::core::{Core, Identity, Observed, Planned, Refusal, Timing, WriteKind};
 use super::record::{Hash, MembershipRecord};
 use super::term_guard::{Task, Tasks, guard_terms, within_term};
+use in_flight::Watched;
+
+mod in_flight;
 use super::{KeyedError, Snapshot};
 use crate::backend::{BackendError, ObjectBackend};
 use crate::clock::{Clock, Instant, SystemClock, sleep_until_checked};
@@ -55,7 +58,7 @@ pub struct KeyedWriterBuilder<O> {
     lock_delay: Duration,
     hash: Hash,
     capacity: NonZeroU32,
-    view_floor: u64,
+    create_at: Option<u64>,
     adoption: bool,
     clock: Option<Arc<dyn Clock>>,
     entropy: Option<Arc<dyn Entropy>>,
@@ -152,11 +155,37 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
         self
     }
 
-    /// The view a new membership object starts at (default 1). After the
-    /// object was deleted, restart every member with a floor above the last
-    /// view, so rounds keep rising for fenced downstreams.
-    pub fn view_floor(mut self, view: u64) -> Self {
-        self.view_floor = view;
+    /// Lets this member create the membership object, with views from
+    /// `view` (at least 1), when it finds none and has seen none. By
+    /// default it never creates one: a missing object fails closed, and the
+    /// member reads again until someone who may creates it.
+    ///
+    /// A process cannot tell a group that never had an object from one
+    /// whose object was deleted, and the views of a recreated object are
+    /// the rounds of its keys. Give `create_at(1)` to the members of a new
+    /// group only; after a deletion, give one process a view above the last
+    /// view any member saw (the highest round a downstream accepted), so
+    /// rounds keep rising for fenced downstreams. The creator adopts no view
+    /// for one TTL after the creation, so members of a deleted object that
+    /// had not noticed yet have stopped before any key starts again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hoplock::backend::memory::MemoryBackend;
+    /// use hoplock::keyed::KeyedWriter;
+    ///
+    /// // The object was deleted after view 4_211: start above it.
+    /// let writer = KeyedWriter::builder(MemoryBackend::new())
+    ///     .id("worker-1")
+    ///     .keys(["orders"])
+    ///     .ttl(Duration::from_secs(30))
+    ///     .create_at(5_000)
+    ///     .build()
+    ///     .expect("a valid configuration");
+    /// # drop(writer);
+    /// ```
+    pub fn create_at(mut self, view: u64) -> Self {
+        self.create_at = Some(view);
         self
     }
 
@@ -201,7 +230,7 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
             addr: self.addr,
             capacity: self.capacity,
             hash: self.hash,
-            view_floor: self.view_floor,
+            create_at: self.create_at,
             adoption: self.adoption,
         };
         let core = Core::new(timing, me, new_incarnation(&id, entropy.as_ref()), keys.into());
@@ -210,6 +239,7 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
             shared: Arc::new(Shared { core: Mutex::new(core), clock, id }),
             entropy,
             leave: Arc::new(Leave::default()),
+            reported_absent: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "planted")]
             shared_term: watch::channel(Term { cancelled: true, until: Instant::ZERO }).0,
         })
@@ -275,6 +305,8 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
 ///     .id("a")
 ///     .keys(["orders", "invoices"])
 ///     .ttl(Duration::from_secs(3))
+///     // A new group: this member may create the membership object.
+///     .create_at(1)
 ///     .build()?;
 /// let handle = writer.handle();
 /// let leave = writer.leaver();
@@ -298,6 +330,9 @@ pub struct KeyedWriter<O> {
     shared: Arc<Shared>,
     entropy: Arc<dyn Entropy>,
     leave: Arc<Leave>,
+    /// Whether a missing object this member may not create was reported,
+    /// so the warning comes once, not on every read.
+    reported_absent: std::sync::atomic::AtomicBool,
     /// One term channel for every key task; only the planted
     /// `shared-term-watch` bug hands it out.
     #[cfg(feature = "planted")]
@@ -336,6 +371,18 @@ impl Leaver {
     }
 }
 
+/// How one write went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// It landed, and the core knows.
+    Landed,
+    /// It lost a race (its condition failed): read again before the next.
+    Lost,
+    /// Its outcome is unknown and was read back already; if it lands
+    /// later, a read that shows it renews the term.
+    Unsettled,
+}
+
 /// What a read returned, once decoded.
 enum Read {
     Found(MembershipRecord, crate::backend::Version),
@@ -362,7 +409,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             lock_delay: Duration::ZERO,
             hash: Hash::default(),
             capacity: NonZeroU32::MIN,
-            view_floor: 1,
+            create_at: None,
             adoption: true,
             clock: None,
             entropy: None,
@@ -425,16 +472,13 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let timing = self.timing();
-        // A write that is due but could not be made (the store is down, the
-        // object is missing) is tried again after this gap, not at once.
-        let retry_gap = timing.renew_interval / 8;
         let mut next_read = self.now();
         let mut last_attempt: Option<Instant> = None;
         loop {
             if self.leave.requested.load(std::sync::atomic::Ordering::SeqCst) {
                 return self.leave_now(tasks).await;
             }
-            let retry_at = last_attempt.map_or(Instant::ZERO, |at| at + retry_gap);
+            let retry_at = last_attempt.map_or(Instant::ZERO, |at| at + self.retry_gap(&timing));
             let wake = self.next_wake(next_read, retry_at, tasks);
             if wake > self.now() {
                 tokio::select! {
@@ -451,7 +495,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 last_attempt = Some(now);
                 let (read, arrived) = self.read().await;
                 next_read = match read {
-                    Read::Failed => now + timing.read_interval.min(retry_gap),
+                    Read::Failed => now + timing.read_interval.min(self.retry_gap(&timing)),
                     _ => arrived + timing.read_interval,
                 };
                 self.take_in(read, arrived, tasks).await;
@@ -468,6 +512,16 @@ impl<O: ObjectBackend> KeyedWriter<O> {
 
     fn timing(&self) -> Timing {
         self.shared.core().timing.clone()
+    }
+
+    /// How long after a read or write that could not be made (the store is
+    /// down, the object is missing, corrupt or older than a view seen) the
+    /// next try comes. While the term holds there is a term to save, so it
+    /// is soon; once it has run out, trying at the read interval keeps a
+    /// member that cannot make progress from hammering the store.
+    fn retry_gap(&self, timing: &Timing) -> Duration {
+        let soon = timing.renew_interval / 8;
+        if self.shared.core().term_holds(self.now()) { soon } else { soon.max(timing.read_interval) }
     }
 
     fn now(&self) -> Instant {
@@ -556,6 +610,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         };
         match observed {
             Observed::Current => {}
+            Observed::Absent => {
+                if !self.reported_absent.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    warn!(member = %self.shared.id, "there is no membership object, and this member was not told a view to create one at (create_at); acting for no key until it exists");
+                }
+            }
             Observed::Vanished => {
                 error!(member = %self.shared.id, "the membership object vanished after a view was seen; acting for no key until an operator restores it (restart members with a view floor above the last view)");
                 self.stop_all(tasks).await;
@@ -656,9 +715,23 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     )));
                 }
             };
-            if !self.send(planned, tasks).await? {
-                let (read, arrived) = self.read().await;
-                self.take_in(read, arrived, tasks).await;
+            let against = planned.expected.clone();
+            match self.send(planned, tasks).await? {
+                Sent::Landed => {}
+                Sent::Lost => {
+                    let (read, arrived) = self.read().await;
+                    self.take_in(read, arrived, tasks).await;
+                }
+                // The outcome was read back already.
+                Sent::Unsettled => {}
+            }
+            // A read that taught nothing new (it failed, or it was older
+            // than a view already seen) leaves the next write against the
+            // version that just lost: it would lose again. The loop's next
+            // read comes after the retry gap instead.
+            if self.shared.core().version() == against.as_ref() {
+                self.stop_moved(tasks).await;
+                return Ok(());
             }
             // A landed write or a read-back may show a newer view: keys that
             // moved in it stop before the next write adopts it.
@@ -667,12 +740,25 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Ok(())
     }
 
-    /// Sends one write; `Ok(true)` when it landed and the core knows.
-    async fn send(&self, planned: Planned, tasks: &mut Tasks) -> Result<bool, KeyedError> {
+    /// Sends one write and says how it went.
+    async fn send(&self, planned: Planned, tasks: &mut Tasks) -> Result<Sent, KeyedError> {
         let timeout = self.timing().request_timeout;
         let sent_at = self.now();
         let bytes = planned.record.encode();
-        let outcome = self.timed(timeout, self.store.write_object(planned.expected.as_ref(), bytes)).await;
+        let write = self.store.write_object(planned.expected.as_ref(), bytes);
+        let outcome = match self.watch_write(write, &planned, sent_at, timeout, tasks).await {
+            Watched::Answered(outcome) => outcome,
+            Watched::SeenLanded => {
+                debug!(member = %self.shared.id, kind = ?planned.kind, "a read showed the write landed before its answer came");
+                self.publish_term(tasks);
+                return Ok(Sent::Landed);
+            }
+            Watched::SeenLost => {
+                debug!(member = %self.shared.id, kind = ?planned.kind, "a read showed the write lost its race before its answer came");
+                self.shared.core().unresolved(&planned, sent_at);
+                return Ok(Sent::Unsettled);
+            }
+        };
         let arrived = self.now();
         match outcome {
             Some(Ok(version)) => {
@@ -684,11 +770,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     _ => info!(member = %self.shared.id, view, ?kind, entry = %change.id, "membership changed"),
                 }
                 self.publish_term(tasks);
-                Ok(true)
+                Ok(Sent::Landed)
             }
             Some(Err(BackendError::LeaseHeld | BackendError::NoLease)) => {
                 debug!(member = %self.shared.id, kind = ?planned.kind, "lost a write race; reading again");
-                Ok(false)
+                Ok(Sent::Lost)
             }
             Some(Err(e)) if e.is_fatal() => Err(KeyedError::Store(e)),
             failed => {
@@ -707,12 +793,15 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 let landed = found && self.shared.core().settle(&planned, sent_at, arrived);
                 if landed {
                     self.publish_term(tasks);
-                    return Ok(true);
+                    return Ok(Sent::Landed);
                 }
+                // It may still land, later than the read-back: a later read
+                // that shows its nonce renews the term from its send.
+                self.shared.core().unresolved(&planned, sent_at);
                 if planned.kind == WriteKind::Leave {
                     self.shared.core().finish();
                 }
-                Ok(false)
+                Ok(Sent::Unsettled)
             }
         }
     }
@@ -791,7 +880,8 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             self.take_in(read, arrived, tasks).await;
             let plan = self.shared.core().plan(self.now(), String::new());
             let Ok(Some(planned)) = plan else { break };
-            if self.send(planned, tasks).await? || self.shared.core().phase == super::core::Phase::Finished {
+            let sent = self.send(planned, tasks).await?;
+            if sent == Sent::Landed || self.shared.core().phase == super::core::Phase::Finished {
                 break;
             }
         }

@@ -28,7 +28,7 @@ struct Running {
 }
 
 fn start<O: ObjectBackend>(store: O, id: &str, keys: &[String], ttl: Duration, log: &ActingLog) -> Running {
-    let writer = KeyedWriter::builder(store).id(id).keys(keys.iter().cloned()).ttl(ttl).build().unwrap();
+    let writer = KeyedWriter::builder(store).id(id).keys(keys.iter().cloned()).ttl(ttl).create_at(1).build().unwrap();
     let (handle, leaver) = (writer.handle(), writer.leaver());
     let (log, member) = (log.clone(), id.to_owned());
     let task = tokio::spawn(async move {
@@ -151,6 +151,38 @@ async fn a_corrupt_object_is_never_acted_on_or_overwritten() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_member_not_told_a_view_to_create_at_waits_for_the_object() {
+    let store = MemoryBackend::new();
+    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    let waiting =
+        KeyedWriter::builder(store.clone()).id("b").keys(keys.clone()).ttl(Duration::from_secs(3)).build().unwrap();
+    let handle = waiting.handle();
+    let task = tokio::spawn(async move { waiting.run(|ctx| async move { ctx.cancelled().await }).await });
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(store.raw().is_none(), "a member without create_at never creates the membership object");
+    assert_eq!(handle.snapshot().view, None);
+    assert!(handle.snapshot().running.is_empty(), "it acts for no key while the object is missing");
+    // A process told to create it, above the views a downstream saw, does;
+    // the waiting member then joins, and both act.
+    let creator = KeyedWriter::builder(store.clone())
+        .id("a")
+        .keys(keys)
+        .ttl(Duration::from_secs(3))
+        .create_at(700)
+        .build()
+        .unwrap();
+    let creator_handle = creator.handle();
+    let creator_task = tokio::spawn(async move { creator.run(|ctx| async move { ctx.cancelled().await }).await });
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (a, b) = (creator_handle.snapshot(), handle.snapshot());
+    assert!(a.view.is_some_and(|view| view > 700), "{a:?}");
+    assert_eq!(a.running.len() + b.running.len(), 10, "{a:?} {b:?}");
+    assert!(a.running.values().chain(b.running.values()).all(|round| round.get() >= 700));
+    task.abort();
+    creator_task.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_member_of_a_different_weight_function_is_refused() {
     let store = MemoryBackend::new();
     let log = ActingLog::default();
@@ -189,7 +221,13 @@ impl Drop for EntryWitness {
 async fn work_that_ignores_its_context_is_gone_before_the_entry_is() {
     let store = MemoryBackend::new();
     let seen = Arc::new(Mutex::new(None));
-    let writer = KeyedWriter::builder(store.clone()).id("a").keys(["k"]).ttl(Duration::from_secs(1)).build().unwrap();
+    let writer = KeyedWriter::builder(store.clone())
+        .id("a")
+        .keys(["k"])
+        .ttl(Duration::from_secs(1))
+        .create_at(1)
+        .build()
+        .unwrap();
     let (handle, leaver) = (writer.handle(), writer.leaver());
     let (witness_store, witness_seen) = (store.clone(), seen.clone());
     let run = tokio::spawn(async move {
@@ -230,6 +268,7 @@ fn work_may_look_at_its_member_while_starting() {
                 .id("a")
                 .keys(["k"])
                 .ttl(Duration::from_secs(3))
+                .create_at(1)
                 .build()
                 .unwrap();
             let (handle, leaver) = (writer.handle(), writer.leaver());

@@ -75,6 +75,30 @@ fn shut_out(
     })
 }
 
+/// Writes a keyed downstream accepted at a round below one a newer holder
+/// of the key had already started: fencing let them through only because
+/// the newer holder had not written yet. Reported, as for the elector,
+/// never a violation: it is what fencing alone would not have stopped.
+pub fn stale_accepted(entries: &[Entry]) -> usize {
+    let mut newest_started: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut accepted = 0;
+    for entry in entries {
+        match &entry.event {
+            Event::KeyStarted { key, round, .. } => {
+                let newest = newest_started.entry(*key).or_default();
+                *newest = (*newest).max(*round);
+            }
+            Event::KeyDownstream { key, round, accepted: true, .. }
+                if newest_started.get(key).is_some_and(|newest| round < newest) =>
+            {
+                accepted += 1;
+            }
+            _ => {}
+        }
+    }
+    accepted
+}
+
 /// Writes the keyed downstreams refused for a stale round, and all they
 /// received: (refused, total).
 pub fn refused_writes(entries: &[Entry]) -> (usize, usize) {
@@ -115,6 +139,17 @@ mod tests {
         check(&good, &mut found);
         assert!(found.is_empty(), "{found:?}");
         assert_eq!(refused_writes(&good), (1, 3));
+        // Had a's late write arrived before b's first, it would have been
+        // accepted: a stale write fencing alone lets through.
+        let through = [
+            started(0, "a", 1, 2),
+            stopped(100, "a", 1, 2),
+            started(400, "b", 1, 3),
+            wrote(405, "a", 1, 2, true, 2, 2),
+            wrote(410, "b", 1, 3, true, 2, 3),
+        ];
+        assert_eq!(stale_accepted(&through), 1);
+        assert_eq!(stale_accepted(&good), 0);
     }
 
     #[test]

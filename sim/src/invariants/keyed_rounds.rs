@@ -20,14 +20,20 @@ pub fn check(intervals: &Intervals, violations: &mut Vec<Violation>) {
                     "k{key}: round {} started by {} ({}) and again by {} ({})",
                     now.round, first.0, first.1, now.node, now.incarnation
                 )),
-                _ => previous.filter(|p| (p.node.as_str(), p.incarnation.as_str()) != who && now.round <= p.round).map(
-                    |p| {
+                // A holder may resume its own round (its term lapsed and
+                // came back), but never start lower than the round before,
+                // its own included: a fenced downstream would shut it out.
+                _ => previous
+                    .filter(|p| {
+                        let same = (p.node.as_str(), p.incarnation.as_str()) == who;
+                        now.round < p.round || (!same && now.round == p.round)
+                    })
+                    .map(|p| {
                         format!(
                             "k{key}: {} started round {} after {} held round {}",
                             now.node, now.round, p.node, p.round
                         )
-                    },
-                ),
+                    }),
             };
             if let Some(detail) = broken {
                 violations.push(Violation {
@@ -90,5 +96,12 @@ mod tests {
         let mut found = Vec::new();
         check(&good, &mut found);
         assert!(found.is_empty(), "the same incarnation may resume its round: {found:?}");
+        // The same incarnation starting below its own earlier round would be
+        // refused by its downstream.
+        let own = [started(0, "a", 3, 5), stopped(100, "a", 3, 5), started(200, "a", 3, 4)];
+        let mut found = Vec::new();
+        check(&own, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("a started round 4 after a held round 5"), "{}", found[0].detail);
     }
 }

@@ -1,30 +1,29 @@
 //! No key is acted on after its member's term ended. A member's term runs
-//! TTL·(1−ρ)/(1+ρ) on its own clock from the send of its last write that
-//! landed (I3 applied to its entry); a write is sent no later than the
-//! store receives it, so every acting instant must lie within that span of
-//! some write by the same process the store applied before it, converted
-//! to true time by the node's clock rate, plus one tick of timer lateness.
+//! TTL·(1−ρ)/(1+ρ) minus the stop margin, on its own clock, from the send
+//! of its last write that landed *and that it knew had landed* (I3 applied
+//! to its entry): its reply came back, or a later read of its showed it.
+//! A write is sent no later than the store receives it, so every acting
+//! instant must lie within that span of some such write by the same
+//! process, converted to true time by the node's clock rate, plus one tick
+//! of timer lateness. A write that landed unbeknown to its sender renews
+//! nothing: a member that acted on it guessed.
 
 use super::keyed_acting::Intervals;
 use super::{Context, Property, Violation, unpaused_us};
 use crate::history::{Entry, Event};
 
+/// A write of a process that landed: when the store received it, and when
+/// the process could first know it had landed.
+#[derive(Clone, Copy, Debug)]
+struct Landed {
+    received_us: u64,
+    known_us: u64,
+}
+
 /// Reports the first acting instant of each process that no landed write
 /// of its covers.
 pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
-    // Applied writes per process (`node#process`), in time order, at the
-    // instant the store received them: in a keyed world every write is to
-    // the membership object.
-    let mut writes: std::collections::BTreeMap<String, Vec<u64>> = std::collections::BTreeMap::new();
-    for entry in entries {
-        if let Event::Store(op) = &entry.event
-            && op.applied
-            && op.op != "read"
-            && let Some(client) = &op.client
-        {
-            writes.entry(client.clone()).or_default().push(op.invoked_us);
-        }
-    }
+    let writes = landed_writes(entries);
     let mut starts: std::collections::BTreeMap<&str, Vec<(u64, u32)>> = std::collections::BTreeMap::new();
     for entry in entries {
         if let Event::Started { incarnation } = entry.event {
@@ -40,65 +39,105 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
         if reported.contains(&client) {
             continue;
         }
-        let hold_local = facts.ttl_us as f64 * (1.0 - facts.drift_bound) / (1.0 + facts.drift_bound);
-        let hold_us = (hold_local / facts.rate) as u64 + context.tick_us;
+        let hold_local =
+            facts.ttl_us as f64 * (1.0 - facts.drift_bound) / (1.0 + facts.drift_bound) - facts.stop_margin_us as f64;
+        let hold_us = (hold_local.max(0.0) / facts.rate) as u64 + context.tick_us;
         let stop = acting.stop_us.min(context.end_us);
         let own = writes.get(&client).map(Vec::as_slice).unwrap_or(&[]);
-        // Walk the interval: from each instant, the latest write before it
-        // covers up to its end of term. A gap in the cover counts only for
-        // the time the process was not paused in it: a paused process does
-        // nothing, and it stops its keys as soon as it runs again.
-        let mut t = acting.start_us;
-        let covered_until = loop {
-            let covered = cover(own, t, hold_us, stop);
-            if covered >= stop {
-                break u64::MAX;
-            }
-            let next = own.iter().copied().find(|&w| w > covered).unwrap_or(stop).min(stop);
-            if unpaused_us(covered, next, &acting.paused) > context.tick_us {
-                break covered;
-            }
-            if next >= stop {
-                break u64::MAX;
-            }
-            t = next;
-        };
-        if covered_until < stop {
+        if let Some(ended_us) = first_uncovered(own, acting.start_us, stop, hold_us, &acting.paused, context.tick_us) {
             reported.insert(client.clone());
             violations.push(Violation {
                 property: Property::KeyedTerm,
-                at_us: covered_until,
+                at_us: ended_us,
                 nodes: vec![acting.node.clone()],
                 generation: Some(acting.round),
                 detail: format!(
                     "{client} still acted for k{} at {:.3}s, after its term ended at {:.3}s (its last landed write \
-                     before then plus TTL·(1−ρ)/(1+ρ) on its clock)",
+                     it knew of before then plus TTL·(1−ρ)/(1+ρ) less the stop margin, on its clock)",
                     acting.key,
                     stop as f64 / 1e6,
-                    covered_until as f64 / 1e6
+                    ended_us as f64 / 1e6
                 ),
             });
         }
     }
 }
 
-/// How far the process's landed writes `own` cover acting from `from_us`:
-/// the latest write at or before an instant holds the term for `hold_us`,
-/// and a write landing within a term extends it. `u64::MAX` once `stop_us`
-/// is covered.
-fn cover(own: &[u64], from_us: u64, hold_us: u64, stop_us: u64) -> u64 {
-    let mut t = from_us;
+/// Every process's landed writes (`node#process`), in the order the store
+/// received them. In a keyed world every write is to the membership
+/// object. A write is known once its success reply was sent, or once the
+/// same process's next read that the store answered after the write had
+/// applied was answered.
+fn landed_writes(entries: &[Entry]) -> std::collections::BTreeMap<String, Vec<Landed>> {
+    let mut writes: std::collections::BTreeMap<String, Vec<(u64, Landed)>> = std::collections::BTreeMap::new();
+    let mut reads: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = std::collections::BTreeMap::new();
+    for entry in entries {
+        let Event::Store(op) = &entry.event else { continue };
+        let Some(client) = &op.client else { continue };
+        if op.op == "read" {
+            if op.status == Some(200) && !op.reply_dropped {
+                reads.entry(client.as_str()).or_default().push((entry.at_us, op.ended_us));
+            }
+        } else if op.applied {
+            let answered = !op.reply_dropped && op.status.is_some_and(|status| (200..300).contains(&status));
+            let known_us = if answered { op.ended_us } else { u64::MAX };
+            writes
+                .entry(client.clone())
+                .or_default()
+                .push((entry.at_us, Landed { received_us: op.invoked_us, known_us }));
+        }
+    }
+    writes
+        .into_iter()
+        .map(|(client, mut landed)| {
+            let own_reads = reads.get(client.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            for (applied_us, write) in &mut landed {
+                let seen = own_reads.iter().filter(|(read_at, _)| read_at >= applied_us).map(|(_, ended)| *ended).min();
+                write.known_us = write.known_us.min(seen.unwrap_or(u64::MAX));
+            }
+            let mut landed: Vec<Landed> = landed.into_iter().map(|(_, write)| write).collect();
+            landed.sort_by_key(|write| write.received_us);
+            (client, landed)
+        })
+        .collect()
+}
+
+/// The first instant in `start_us..stop_us` at which no write of `own`
+/// known by then holds the term, if there is one. A gap counts only for
+/// the time the process was not paused in it (a paused process does
+/// nothing, and stops its keys as soon as it runs again), and only beyond
+/// one tick.
+fn first_uncovered(
+    own: &[Landed],
+    start_us: u64,
+    stop_us: u64,
+    hold_us: u64,
+    paused: &[(u64, u64)],
+    tick_us: u64,
+) -> Option<u64> {
+    // Instants at which the process learnt of a landing, in order.
+    let mut learnt: Vec<u64> = own.iter().map(|write| write.known_us).filter(|&k| k < stop_us).collect();
+    learnt.sort_unstable();
+    let term_end = |at: u64| {
+        own.iter().filter(|write| write.known_us <= at).map(|write| write.received_us + hold_us).max().unwrap_or(0)
+    };
+    let mut t = start_us;
     loop {
-        let Some(last) = own.iter().rev().find(|&&w| w <= t) else { return t };
-        let end = last + hold_us;
+        let end = term_end(t);
         if end >= stop_us {
-            return u64::MAX;
+            return None;
         }
-        // The next write that landed before this term ended moves it on.
-        match own.iter().find(|&&w| w > *last && w <= end) {
-            Some(&next) if next > t => t = next,
-            _ => return end,
+        // The next instant the process learns of a landing that may move
+        // its term on.
+        let next = learnt.iter().copied().find(|&k| k > t).unwrap_or(stop_us).min(stop_us);
+        let gap_from = end.max(t);
+        if next > gap_from && unpaused_us(gap_from, next, paused) > tick_us {
+            return Some(end.max(start_us));
         }
+        if next >= stop_us {
+            return None;
+        }
+        t = next;
     }
 }
 
@@ -132,7 +171,9 @@ mod tests {
             client: Some("a#0".into()),
             op: "update".into(),
             applied: true,
+            status: Some(200),
             invoked_us: ms * 1000,
+            ended_us: ms * 1000,
             ..StoreOp::default()
         };
         at(ms, "s3", Event::Store(op))

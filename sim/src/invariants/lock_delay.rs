@@ -7,6 +7,13 @@
 //! request arrived: a slow commit moves the takeover later), in true time:
 //! the node's clock may run fast, so the bound is the delay divided by its
 //! rate, less one tick for timer rounding.
+//!
+//! A release ends the lock-delay only if it is a holder's own: a takeover
+//! whose term was never announced (it landed while its elector was being
+//! stopped, say) and that was released at once gave nobody a term to end,
+//! and the old holder's writes may still be in flight. The generation that
+//! follows such a release inherits the takeover's obligation: it may act
+//! no earlier than the lock-delay after the takeover committed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,8 +26,18 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     // live holder reached the store. A separate pass, because a store entry
     // may sort after the leader context it made possible.
     let mut takeovers: BTreeMap<u64, u64> = BTreeMap::new();
+    let announced: BTreeSet<u64> = entries
+        .iter()
+        .filter_map(|entry| match entry.event {
+            Event::Acquired { generation } => Some(generation),
+            _ => None,
+        })
+        .collect();
     let mut first: BTreeSet<u64> = BTreeSet::new();
     let mut live = false;
+    // The takeover commit a released record still owes its lock-delay to:
+    // set when the record released is an unannounced takeover's.
+    let mut owed: Option<u64> = None;
     for entry in entries {
         let Event::Store(op) = &entry.event else { continue };
         if !op.applied {
@@ -28,6 +45,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         }
         if op.op == "delete" {
             live = false;
+            owed = None;
             continue;
         }
         if let Some(generation) = op.generation {
@@ -35,9 +53,17 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             // are its renewals.
             // The entry's time is when the write committed, which may be
             // well after it arrived: the old holder's term ran until then.
-            if first.insert(generation) && live {
-                takeovers.insert(generation, entry.at_us);
+            if first.insert(generation) {
+                if live {
+                    takeovers.insert(generation, entry.at_us);
+                } else if let Some(written_us) = owed {
+                    takeovers.insert(generation, written_us);
+                }
             }
+            owed = match takeovers.get(&generation) {
+                Some(&written_us) if op.released && !announced.contains(&generation) => Some(written_us),
+                _ => None,
+            };
             live = !op.released;
         }
     }
@@ -48,8 +74,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         if node.lock_delay_us == 0 {
             continue;
         }
-        let least = (node.lock_delay_us as f64 / node.rate.max(0.5)) as u64;
-        let least = least.saturating_sub(context.tick_us);
+        let least = super::least_true_wait_us(node.lock_delay_us, node.rate, context.tick_us);
         let waited = entry.at_us.saturating_sub(written_us);
         if waited < least {
             violations.push(Violation {
@@ -131,6 +156,29 @@ mod tests {
         check(&entries, &context(), &mut found);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("acted 1.300s"), "{}", found[0].detail);
+    }
+
+    #[test]
+    fn a_takeover_released_unannounced_passes_its_lock_delay_on() {
+        // Generation 2 took over a live record at 0.5 s and was released at
+        // once, its term never announced; generation 3 acting at 1 s is only
+        // 0.5 s after the takeover.
+        let entries = [
+            at(0, "s3", write(1, false)),
+            at(500, "s3", write(2, false)),
+            at(600, "s3", write(2, true)),
+            at(700, "s3", write(3, false)),
+            at(1_000, "b", Event::Acquired { generation: 3 }),
+        ];
+        let mut found = Vec::new();
+        check(&entries, &context(), &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        // Had generation 2 announced its term, its release ends it.
+        let mut announced = entries.to_vec();
+        announced.insert(2, at(550, "a", Event::Acquired { generation: 2 }));
+        let mut found = Vec::new();
+        check(&announced, &context(), &mut found);
+        assert!(found.is_empty(), "a holder's own release ends its lock-delay: {found:?}");
     }
 
     #[test]

@@ -15,8 +15,10 @@ pub mod action_skipped;
 pub mod belief_overlap;
 pub mod campaign_ended;
 pub mod events_truthful;
+pub mod foreign_wait;
 pub mod keyed_acting;
 pub mod keyed_fencing;
+pub mod keyed_lock_delay;
 pub mod keyed_moves;
 pub mod keyed_one_writer;
 pub mod keyed_rounds;
@@ -80,6 +82,13 @@ pub enum Property {
     /// K6: per key, the rounds the fenced downstream accepts never go down,
     /// and it never turns away the newest holder's writes.
     KeyedFencing,
+    /// I4 for foreign records: a record someone else wrote is waited out
+    /// for its TTL (the assumed one if it states none), a deleted key for
+    /// the last TTL, and an exhausted generation is never written over.
+    ForeignWait,
+    /// K7: a key its holder lost involuntarily (an eviction, an object
+    /// deleted under it) starts elsewhere only after the lock-delay.
+    KeyedLockDelay,
 }
 
 impl Property {
@@ -105,6 +114,8 @@ impl Property {
             Property::KeyedTerm => "keyed-term",
             Property::KeyedMoves => "keyed-moves",
             Property::KeyedFencing => "keyed-fencing",
+            Property::KeyedLockDelay => "keyed-lock-delay",
+            Property::ForeignWait => "foreign-wait",
         }
     }
 
@@ -146,11 +157,15 @@ impl Property {
             Property::KeyedTerm => "a member acted for a key after its term ended",
             Property::KeyedMoves => "keys moved that HRW did not move, or started off their owner",
             Property::KeyedFencing => "a key's fenced downstream accepted a lower round or shut out its newest holder",
+            Property::KeyedLockDelay => "a key its holder lost involuntarily started elsewhere before the lock-delay",
+            Property::ForeignWait => {
+                "a foreign or deleted record was taken over before its wait, or an exhausted one written over"
+            }
         }
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 19] = [
+    pub const ALL: [Property; 21] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -170,6 +185,8 @@ impl Property {
         Property::KeyedTerm,
         Property::KeyedMoves,
         Property::KeyedFencing,
+        Property::KeyedLockDelay,
+        Property::ForeignWait,
     ];
 }
 
@@ -309,11 +326,22 @@ pub struct NodeFacts {
     pub drift_bound: f64,
     /// Its elector's TTL, in µs: what contenders wait out after its terms.
     pub ttl_us: u64,
+    /// The time its terms keep back for work to stop, in µs: a keyed
+    /// member's term ends this much before TTL·(1−ρ)/(1+ρ).
+    pub stop_margin_us: u64,
     /// One read-and-write attempt: the longest gap between its reads (a
     /// poll, or the longest advertised renew interval) + 3 × request
     /// timeout (a read, a write, and the read-back of a write whose reply
     /// was lost), in µs.
     pub attempt_us: u64,
+}
+
+/// The least true time, in µs, in which a node whose clock runs at `rate`
+/// can let `wait_us` of its own time pass: a fast clock makes a wait
+/// shorter in true time; one tick is allowed for timer rounding. Every
+/// checker of a wait (lock-delays, foreign records) bounds it so.
+pub fn least_true_wait_us(wait_us: u64, rate: f64, tick_us: u64) -> u64 {
+    ((wait_us as f64 / rate.max(0.5)) as u64).saturating_sub(tick_us)
 }
 
 /// How much of `start..end` (µs) lies outside every one of `pauses`: the
@@ -352,6 +380,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
             keyed_settled::check(&acting, context, &mut violations);
             keyed_term::check(entries, &acting, context, &mut violations);
             keyed_moves::check(entries, &acting, context, &mut violations);
+            keyed_lock_delay::check(entries, &acting, context, &mut violations);
         }
         campaign_ended::check(entries, &mut violations);
         action_skipped::check(entries, &mut violations);
@@ -362,6 +391,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
     monotone_fencing::check(entries, &mut violations);
     belief_overlap::check(entries, context, &mut violations);
     lock_delay::check(entries, context, &mut violations);
+    foreign_wait::check(entries, context, &mut violations);
     release_after_work::check(entries, &mut violations);
     liveness::check(entries, context, &mut violations);
     linearizable::check(entries, &mut violations);

@@ -118,6 +118,7 @@ fn offset_world(policy: PolicySpec) -> World {
         .map(|i| {
             let mut node = NodeSpec {
                 owner: None,
+                create_at_view: None,
                 name: format!("n{i}"),
                 clock: Default::default(),
                 elector: Default::default(),
@@ -182,6 +183,7 @@ fn plain_world(schedule: Vec<Scheduled>) -> World {
     let nodes = (0..3)
         .map(|i| NodeSpec {
             owner: None,
+            create_at_view: None,
             name: format!("n{i}"),
             clock: Default::default(),
             elector: Default::default(),

@@ -274,6 +274,7 @@ fn node_strategy() -> impl Strategy<Value = NodeSpec> {
     (clock, elector, workload).prop_map(|(clock, elector, workload)| NodeSpec {
         name: String::new(),
         owner: None,
+        create_at_view: None,
         clock,
         elector,
         workload,

@@ -850,6 +850,7 @@ mod tests {
         NodeSpec {
             name: name.into(),
             owner: None,
+            create_at_view: None,
             clock: Default::default(),
             elector: Default::default(),
             workload: Default::default(),

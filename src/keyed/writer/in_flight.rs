@@ -1,0 +1,90 @@
+//! Watching a write of the membership object while it is on its way.
+//!
+//! Members renew by conditional writes of one object, so a renewal loses
+//! whenever another member's write commits between the read it is based on
+//! and its own commit. When writes take long to commit, that window is
+//! long, races are lost often, and a member that waited for every lost
+//! write's reply (up to the request timeout) could make only a few attempts
+//! in its term. So a write that has not been answered after a quarter of
+//! the request timeout is looked at by reading the object, and read again
+//! as often while it stays unanswered:
+//!
+//! - the object carries this write's fresh nonce: it landed, and the term
+//!   counts from its send (I7), without waiting for the reply;
+//! - the object moved to another version without it: it can never land (it
+//!   was conditional on a version that is gone), so the next attempt starts
+//!   at once, against the version just read;
+//! - the object is as it was: the write may still land, and is waited for.
+//!
+//! A store whose writes answer within a quarter of the request timeout
+//! never sees these reads.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{KeyedWriter, Read, Tasks};
+use crate::backend::{BackendError, ObjectBackend, Version};
+use crate::clock::Instant;
+use crate::keyed::core::Planned;
+
+/// How a watched write ended.
+pub(super) enum Watched {
+    /// The store answered (or not, within the request timeout: `None`).
+    Answered(Option<Result<Version, BackendError>>),
+    /// A read showed the write's nonce: it landed, and the core knows.
+    SeenLanded,
+    /// A read showed the object moved on without it: it never will land.
+    SeenLost,
+}
+
+impl<O: ObjectBackend> KeyedWriter<O> {
+    /// Waits for `write`, sent at `sent_at`, reading the object while it is
+    /// unanswered (see the module docs).
+    pub(super) async fn watch_write<W>(
+        &self,
+        write: W,
+        planned: &Planned,
+        sent_at: Instant,
+        timeout: Duration,
+        tasks: &mut Tasks,
+    ) -> Watched
+    where
+        W: Future<Output = Result<Version, BackendError>>,
+    {
+        let deadline = sent_at + timeout;
+        let look_every = timeout / 4;
+        // A write without a nonce (a leave) cannot be recognised in a read.
+        let watchable = planned.nonce.is_some() && !look_every.is_zero();
+        let mut next_look = sent_at + look_every;
+        let mut write = std::pin::pin!(write);
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut write => return Watched::Answered(Some(answer)),
+                () = self.shared.clock.sleep_until(deadline) => return Watched::Answered(None),
+                () = self.shared.clock.sleep_until(next_look), if watchable && next_look < deadline => {}
+            }
+            // The write goes on while the object is read: both are polled.
+            let (read, arrived) = {
+                let mut read = std::pin::pin!(self.read());
+                tokio::select! {
+                    biased;
+                    answer = &mut write => return Watched::Answered(Some(answer)),
+                    () = self.shared.clock.sleep_until(deadline) => return Watched::Answered(None),
+                    read = &mut read => read,
+                }
+            };
+            next_look = self.now() + look_every;
+            let found = matches!(read, Read::Found(..));
+            self.take_in(read, arrived, tasks).await;
+            self.stop_if_term_lapsed(arrived, tasks).await;
+            if found && self.shared.core().settle(planned, sent_at, arrived) {
+                return Watched::SeenLanded;
+            }
+            let moved_on = found && self.shared.core().version() != planned.expected.as_ref();
+            if moved_on {
+                return Watched::SeenLost;
+            }
+        }
+    }
+}
