@@ -14,8 +14,13 @@ use crate::history::{Entry, Event};
 /// Evictions plus lapses. A lapse counts once per member incarnation and
 /// instant its keys started again, however many keys did.
 pub fn lost_terms(entries: &[Entry]) -> usize {
-    let evictions =
-        entries.iter().filter(|entry| matches!(&entry.event, Event::View { change, .. } if change == "evict")).count();
+    // Every write of the object records its view, renewals too: an
+    // eviction is the first write of its view.
+    let mut views = BTreeSet::new();
+    let evictions = entries
+        .iter()
+        .filter(|entry| matches!(&entry.event, Event::View { view, change, .. } if views.insert(*view) && change == "evict"))
+        .count();
     // The round each (incarnation, key) last stopped at.
     let mut stopped: BTreeMap<(&str, u32), u64> = BTreeMap::new();
     let mut lapses: BTreeSet<(&str, u64)> = BTreeSet::new();
@@ -44,8 +49,12 @@ mod tests {
 
     #[test]
     fn evictions_and_lapses_count_and_moves_do_not() {
-        let view =
-            |change: &str| Event::View { view: 2, members: vec!["a".into()], change: change.into(), entry: "b".into() };
+        let view = |view: u64, change: &str| Event::View {
+            view,
+            members: vec!["a".into()],
+            change: change.into(),
+            entry: "b".into(),
+        };
         let entries = [
             started(0, "a", 1, 1),
             started(0, "a", 2, 1),
@@ -57,8 +66,10 @@ mod tests {
             // A move to another member is no lapse.
             stopped(3_000, "a", 2, 1),
             started(3_500, "b", 2, 2),
-            at(4_000, "s3", view("join")),
-            at(5_000, "s3", view("evict")),
+            at(4_000, "s3", view(2, "join")),
+            at(5_000, "s3", view(3, "evict")),
+            // A renewal in the eviction's view is no second eviction.
+            at(5_500, "s3", view(3, "evict")),
         ];
         assert_eq!(lost_terms(&entries), 2, "one lapse (two keys at one instant) and one eviction");
     }

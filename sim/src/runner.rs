@@ -464,6 +464,9 @@ impl OperatorOp {
                 // above the view, would be refused as corrupt instead.
                 record.view = record.view.saturating_sub(back).max(1);
                 record.last_join = record.last_join.min(record.view);
+                for entry in &mut record.entries {
+                    entry.adopted = entry.adopted.min(record.view);
+                }
                 if record.change.kind == hoplock::keyed::record::ChangeKind::Join {
                     record.last_join = record.view;
                 }

@@ -179,6 +179,15 @@ pub(crate) struct Core {
     unresolved: Vec<(String, Instant)>,
 }
 
+/// Whether two records of one view number are that view: the same change
+/// made it, and they list the same member incarnations. Renewals change
+/// only nonces and adoptions.
+fn same_view(a: &MembershipRecord, b: &MembershipRecord) -> bool {
+    let same_members = a.entries.len() == b.entries.len()
+        && a.entries.iter().zip(&b.entries).all(|(x, y)| x.id == y.id && x.incarnation == y.incarnation);
+    a.change == b.change && a.last_join == b.last_join && a.hash == b.hash && same_members
+}
+
 /// The most unresolved writes remembered; past it the oldest is dropped,
 /// which only ever makes the term shorter.
 const MAX_UNRESOLVED: usize = 64;
@@ -270,6 +279,16 @@ impl Core {
             // A stale read: it may only make this member act later, so it is
             // not used at all.
             return Observed::Current;
+        }
+        if self.newest.as_ref().is_some_and(|seen| seen.record.view == record.view && !same_view(&seen.record, &record))
+        {
+            // The same view number with other members or another change:
+            // someone wrote the object over (a copy restored, another
+            // group). Acting on it could give a key two owners, and writing
+            // to it would make it active: fail closed, as for an object
+            // that vanished, until a newer view shows up.
+            self.version = None;
+            return Observed::Vanished;
         }
         self.highest_view = self.highest_view.max(record.view);
         self.watch(&record, arrived);
@@ -1205,5 +1224,27 @@ mod tests {
         b.unresolved(&lost, at(5_000));
         b.observe(other.read(), at(6_000));
         assert_eq!(b.term_end(), end);
+    }
+
+    #[test]
+    fn the_same_view_number_with_other_members_fails_closed() {
+        let keys = keys();
+        let (mut a, mut b, mut c) = (core("a", &keys), core("b", &keys), core("c", &keys));
+        let mut object = Object::default();
+        keep_up(&mut a, &mut object, 0, 4_000);
+        let copy = object.record.clone().unwrap();
+        // c joins: view 2 lists a and c, and a reads it.
+        assert_eq!(step(&mut c, &mut object, at(4_100)), Some(WriteKind::Join));
+        a.observe(object.read(), at(4_200));
+        assert_eq!(a.newest().unwrap().record.view, 2);
+        // The copy of view 1 is restored, and b joins it: view 2 again, with
+        // a and b.
+        object.record = Some(copy);
+        assert_eq!(step(&mut b, &mut object, at(5_000)), Some(WriteKind::Join));
+        assert_eq!(object.record.as_ref().unwrap().view, 2);
+        assert_eq!(a.observe(object.read(), at(5_100)), Observed::Vanished);
+        assert!(a.to_start(at(5_100)).is_empty());
+        assert_eq!(a.to_stop(at(5_100)).len(), a.running().len(), "every key stops");
+        assert!(plan(&a, at(5_100)).is_none(), "nothing is written to it");
     }
 }

@@ -594,6 +594,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// Feeds a read to the core and acts on what it means for this
     /// incarnation.
     async fn take_in(&self, read: Read, arrived: Instant, tasks: &mut Tasks) {
+        // A read may renew the term (a write given up on shows up in it):
+        // keys whose term ran out before it arrived stop first, so no
+        // context is cancelled and then revived.
+        self.stop_if_term_lapsed(arrived, tasks).await;
         let observed = {
             let mut core = self.shared.core();
             let before = core.newest().map(|seen| seen.record.view);

@@ -84,11 +84,15 @@ fn involuntary_end(before: &Acting, next: &Acting, losses: &[Loss<'_>], id: &str
     losses
         .iter()
         .filter_map(|loss| match *loss {
-            Loss::Evicted { id: evicted, at_us } if evicted == id => Some(at_us),
-            Loss::ObjectReplaced { at_us } => Some(at_us.max(before.stop_us.min(next.start_us))),
+            Loss::Evicted { id: evicted, at_us } if evicted == id => {
+                (before.start_us < at_us && at_us <= next.start_us).then_some(at_us)
+            }
+            // The object replaced while the holder acted: it lost the key
+            // when it stopped.
+            Loss::ObjectReplaced { at_us } => (before.start_us < at_us && at_us <= before.stop_us.min(next.start_us))
+                .then_some(before.stop_us.min(next.start_us)),
             Loss::Evicted { .. } => None,
         })
-        .filter(|at_us| before.start_us < *at_us && *at_us <= next.start_us)
         .max()
 }
 

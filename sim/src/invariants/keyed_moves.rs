@@ -16,26 +16,47 @@ use super::keyed_acting::Intervals;
 use super::{Context, Property, Violation};
 use crate::history::{Entry, Event};
 
+/// A view as first written: when, its member ids, its change and the entry
+/// concerned.
+type WrittenView = (u64, Vec<String>, String, String);
+
 /// Reports the first view change that moved the wrong keys, and the first
 /// start of each key by a member that did not own it in its round's view.
 pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
     let Some(keyed) = &context.keyed else { return };
-    let mut views: BTreeMap<u64, (u64, Vec<String>, String, String)> = BTreeMap::new();
+    // Someone else deleting or rewriting the object starts a new lineage of
+    // views, whose numbers may repeat the old ones: views are compared, and
+    // rounds looked up, within one lineage.
+    let replaced: Vec<u64> = entries
+        .iter()
+        .filter(|entry| {
+            matches!(&entry.event, Event::Fault { action }
+                if action.starts_with("delete-members") || action.starts_with("write-members"))
+        })
+        .map(|entry| entry.at_us)
+        .collect();
+    let lineage = |at_us: u64| replaced.partition_point(|&fault| fault <= at_us);
+    let mut views: BTreeMap<(usize, u64), WrittenView> = BTreeMap::new();
     for entry in entries {
         if let Event::View { view, members, change, entry: concerned } = &entry.event {
-            views.entry(*view).or_insert((entry.at_us, members.clone(), change.clone(), concerned.clone()));
+            views.entry((lineage(entry.at_us), *view)).or_insert((
+                entry.at_us,
+                members.clone(),
+                change.clone(),
+                concerned.clone(),
+            ));
         }
     }
-    let sets: BTreeMap<u64, MemberSet> = views
+    let sets: BTreeMap<(usize, u64), MemberSet> = views
         .iter()
         .map(|(view, (_, ids, _, _))| (*view, MemberSet::new(ids.iter().map(|id| Member::new(id, "")))))
         .collect();
     let keys: Vec<String> = (0..keyed.keys).map(|k| format!("k{k}")).collect();
-    for ((&before, old), (&after, new)) in sets.iter().zip(sets.iter().skip(1)) {
-        if after != before + 1 {
+    for ((&(line_before, before), old), (&(line_after, after), new)) in sets.iter().zip(sets.iter().skip(1)) {
+        if line_before != line_after || after != before + 1 {
             continue;
         }
-        let (at_us, _, change, concerned) = &views[&after];
+        let (at_us, _, change, concerned) = &views[&(line_after, after)];
         let moved: Vec<&String> = keys.iter().filter(|k| old.owner(k.as_str()) != new.owner(k.as_str())).collect();
         let predicted: Vec<&String> = match change.as_str() {
             "join" => keys.iter().filter(|k| new.is_owner(k.as_str(), concerned)).collect(),
@@ -61,7 +82,7 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
     }
     for (key, all) in intervals {
         for acting in all {
-            let Some(set) = sets.get(&acting.round) else { continue };
+            let Some(set) = sets.get(&(lineage(acting.start_us), acting.round)) else { continue };
             let owner = set.owner(format!("k{key}")).map(|m| m.id.clone());
             if owner.as_deref() != Some(keyed.id_of(&acting.node)) {
                 violations.push(Violation {

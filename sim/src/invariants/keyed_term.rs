@@ -122,6 +122,9 @@ fn first_uncovered(
         own.iter().filter(|write| write.known_us <= at).map(|write| write.received_us + hold_us).max().unwrap_or(0)
     };
     let mut t = start_us;
+    // Where the current stretch without a term began: a gap is measured
+    // whole, however many landings it learnt of that did not cover it.
+    let mut uncovered_since: Option<u64> = None;
     loop {
         let end = term_end(t);
         if end >= stop_us {
@@ -130,12 +133,18 @@ fn first_uncovered(
         // The next instant the process learns of a landing that may move
         // its term on.
         let next = learnt.iter().copied().find(|&k| k > t).unwrap_or(stop_us).min(stop_us);
-        let gap_from = end.max(t);
+        let gap_from = if end > t { end } else { *uncovered_since.get_or_insert(end.max(start_us)) };
+        if end > t {
+            uncovered_since = None;
+        }
         if next > gap_from && unpaused_us(gap_from, next, paused) > tick_us {
-            return Some(end.max(start_us));
+            return Some(gap_from.max(start_us));
         }
         if next >= stop_us {
             return None;
+        }
+        if next >= end {
+            uncovered_since.get_or_insert(end.max(start_us));
         }
         t = next;
     }

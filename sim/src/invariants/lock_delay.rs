@@ -60,8 +60,11 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
                     takeovers.insert(generation, written_us);
                 }
             }
+            // An operator's release (`lease reset`) is judged by I4a, not
+            // passed on here.
+            let by_elector = op.client.as_deref().is_some_and(|client| client != crate::runner::OPERATOR);
             owed = match takeovers.get(&generation) {
-                Some(&written_us) if op.released && !announced.contains(&generation) => Some(written_us),
+                Some(&written_us) if by_elector && op.released && !announced.contains(&generation) => Some(written_us),
                 _ => None,
             };
             live = !op.released;
@@ -100,6 +103,7 @@ mod tests {
 
     fn write(generation: u64, released: bool) -> Event {
         Event::Store(StoreOp {
+            client: Some("a#0".into()),
             op: "update".into(),
             applied: true,
             generation: Some(generation),
