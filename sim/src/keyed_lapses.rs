@@ -14,13 +14,7 @@ use crate::history::{Entry, Event};
 /// Evictions plus lapses. A lapse counts once per member incarnation and
 /// instant its keys started again, however many keys did.
 pub fn lost_terms(entries: &[Entry]) -> usize {
-    // Every write of the object records its view, renewals too: an
-    // eviction is the first write of its view.
-    let mut views = BTreeSet::new();
-    let evictions = entries
-        .iter()
-        .filter(|entry| matches!(&entry.event, Event::View { view, change, .. } if views.insert(*view) && change == "evict"))
-        .count();
+    let evictions = crate::invariants::keyed_acting::evictions(entries).len();
     // The round each (incarnation, key) last stopped at.
     let mut stopped: BTreeMap<(&str, u32), u64> = BTreeMap::new();
     let mut lapses: BTreeSet<(&str, u64)> = BTreeSet::new();

@@ -14,9 +14,6 @@ use super::context::{KeyContext, Term};
 use super::core::{Core, Identity, Observed, Planned, Refusal, Timing, WriteKind};
 use super::record::{Hash, MembershipRecord};
 use super::term_guard::{Task, Tasks, guard_terms, within_term};
-use in_flight::Watched;
-
-mod in_flight;
 use super::{KeyedError, Snapshot};
 use crate::backend::{BackendError, ObjectBackend};
 use crate::clock::{Clock, Instant, SystemClock, sleep_until_checked};
@@ -24,6 +21,9 @@ use crate::entropy::{Entropy, OsEntropy, random_hex};
 use crate::hrw::{KeyLease, KeyLeaseError, Leases, Member, Membership, MembershipError, WeightFn};
 use crate::lease::{MAX_OWNER_BYTES, MAX_TTL};
 use crate::planted::{self, Bug};
+use in_flight::Watched;
+
+mod in_flight;
 
 /// How many times one step re-reads and writes again after its write lost
 /// a race with another member's. Each retry follows a fresh read, so none
@@ -720,14 +720,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 }
             };
             let against = planned.expected.clone();
-            match self.send(planned, tasks).await? {
-                Sent::Landed => {}
-                Sent::Lost => {
-                    let (read, arrived) = self.read().await;
-                    self.take_in(read, arrived, tasks).await;
-                }
-                // The outcome was read back already.
-                Sent::Unsettled => {}
+            // A landed write needs no read, nor one whose outcome was read
+            // back already.
+            if self.send(planned, tasks).await? == Sent::Lost {
+                let (read, arrived) = self.read().await;
+                self.take_in(read, arrived, tasks).await;
             }
             // A read that taught nothing new (it failed, or it was older
             // than a view already seen) leaves the next write against the
@@ -789,7 +786,6 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 };
                 warn!(member = %self.shared.id, kind = ?planned.kind, %reason, "write outcome unknown; reading back");
                 let (read, read_at) = self.read().await;
-                self.stop_if_term_lapsed(read_at, tasks).await;
                 let found = matches!(read, Read::Found(..));
                 // Through take_in, so that a read-back showing this
                 // incarnation's entry gone ends it like any other read.

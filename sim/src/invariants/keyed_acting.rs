@@ -30,6 +30,45 @@ impl Acting {
     }
 }
 
+/// When someone other than the members deleted or rewrote the membership
+/// object (`delete-members`, `write-members`), in time order. Each starts a
+/// new lineage of views, whose numbers may repeat the old ones.
+pub fn object_replaced(entries: &[Entry]) -> Vec<u64> {
+    entries
+        .iter()
+        .filter(|entry| {
+            matches!(&entry.event, Event::Fault { action }
+                if action.starts_with("delete-members") || action.starts_with("write-members"))
+        })
+        .map(|entry| entry.at_us)
+        .collect()
+}
+
+/// Which lineage of views `at_us` falls in: how many replacements of the
+/// object came at or before it.
+pub fn lineage(replaced: &[u64], at_us: u64) -> usize {
+    replaced.partition_point(|&fault| fault <= at_us)
+}
+
+/// The evictions the store committed: the evicted member id and when. Every
+/// write of the object records its view, renewals too, so an eviction is
+/// the first write of its view (within its lineage) whose change is `evict`.
+pub fn evictions(entries: &[Entry]) -> Vec<(&str, u64)> {
+    let replaced = object_replaced(entries);
+    let mut views = std::collections::BTreeSet::new();
+    entries
+        .iter()
+        .filter_map(|entry| match &entry.event {
+            Event::View { view, change, entry: id, .. }
+                if views.insert((lineage(&replaced, entry.at_us), *view)) && change == "evict" =>
+            {
+                Some((id.as_str(), entry.at_us))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every acting interval, per key in key order, each key's in start order.
 pub fn intervals(entries: &[Entry]) -> Intervals {
     let mut by_key: BTreeMap<u32, Vec<Acting>> = BTreeMap::new();

@@ -15,7 +15,7 @@
 
 use super::keyed_acting::{Acting, Intervals};
 use super::{Context, Property, Violation};
-use crate::history::{Entry, Event};
+use crate::history::Entry;
 
 /// What ended a holder's right involuntarily: an eviction of a member id,
 /// or the membership object deleted or rewritten under everyone.
@@ -28,21 +28,10 @@ enum Loss<'a> {
 /// Reports every key started before its lock-delay passed.
 pub fn check(entries: &[Entry], acting: &Intervals, context: &Context, violations: &mut Vec<Violation>) {
     let Some(keyed) = &context.keyed else { return };
-    // Every write of the object records its view, renewals too: the
-    // eviction is the first write of its view.
-    let mut views = std::collections::BTreeSet::new();
-    let losses: Vec<Loss<'_>> = entries
-        .iter()
-        .filter_map(|entry| match &entry.event {
-            Event::View { view, change, entry: id, .. } if views.insert(*view) && change == "evict" => {
-                Some(Loss::Evicted { id: id.as_str(), at_us: entry.at_us })
-            }
-            Event::Fault { action } if action.starts_with("delete-members") || action.starts_with("write-members") => {
-                Some(Loss::ObjectReplaced { at_us: entry.at_us })
-            }
-            _ => None,
-        })
-        .collect();
+    let evicted = super::keyed_acting::evictions(entries).into_iter().map(|(id, at_us)| Loss::Evicted { id, at_us });
+    let replaced =
+        super::keyed_acting::object_replaced(entries).into_iter().map(|at_us| Loss::ObjectReplaced { at_us });
+    let losses: Vec<Loss<'_>> = evicted.chain(replaced).collect();
     for (key, intervals) in acting {
         for pair in intervals.windows(2) {
             let (before, next) = (&pair[0], &pair[1]);
@@ -99,6 +88,7 @@ fn involuntary_end(before: &Acting, next: &Acting, losses: &[Loss<'_>], id: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Event;
     use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;

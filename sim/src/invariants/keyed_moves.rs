@@ -27,15 +27,8 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
     // Someone else deleting or rewriting the object starts a new lineage of
     // views, whose numbers may repeat the old ones: views are compared, and
     // rounds looked up, within one lineage.
-    let replaced: Vec<u64> = entries
-        .iter()
-        .filter(|entry| {
-            matches!(&entry.event, Event::Fault { action }
-                if action.starts_with("delete-members") || action.starts_with("write-members"))
-        })
-        .map(|entry| entry.at_us)
-        .collect();
-    let lineage = |at_us: u64| replaced.partition_point(|&fault| fault <= at_us);
+    let replaced = super::keyed_acting::object_replaced(entries);
+    let lineage = |at_us: u64| super::keyed_acting::lineage(&replaced, at_us);
     let mut views: BTreeMap<(usize, u64), WrittenView> = BTreeMap::new();
     for entry in entries {
         if let Event::View { view, members, change, entry: concerned } = &entry.event {

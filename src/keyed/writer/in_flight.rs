@@ -77,7 +77,6 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             next_look = self.now() + look_every;
             let found = matches!(read, Read::Found(..));
             self.take_in(read, arrived, tasks).await;
-            self.stop_if_term_lapsed(arrived, tasks).await;
             if found && self.shared.core().settle(planned, sent_at, arrived) {
                 return Watched::SeenLanded;
             }
