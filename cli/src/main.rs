@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod check_s3;
 mod hrw;
 mod lease;
+mod members;
 mod run;
 mod store;
 
@@ -35,6 +36,9 @@ enum Command {
     /// Inspect or repair the lease record.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
+    /// Inspect or recreate a keyed group's membership object.
+    #[command(subcommand)]
+    Members(members::MembersCommand),
     /// Check whether an S3-compatible provider honours conditional writes,
     /// also under racing writers. Exit codes: 0 SAFE, 3 SAFE with warnings,
     /// 4 UNSUPPORTED, 5 UNSAFE (ignores conditions), 6 UNSAFE (not atomic),
@@ -77,15 +81,9 @@ fn main() -> ExitCode {
                 Err(error) => fail(&error.to_string()),
             }
         }
-        Command::Lease(command) => {
-            init_logging(cli.log_format);
-            let mut stdout = std::io::stdout().lock();
-            let result = runtime()
-                .and_then(|runtime| runtime.block_on(lease::run(command, &mut stdout)).map_err(|err| err.to_string()));
-            match result.and_then(|()| stdout.flush().map_err(|err| err.to_string())) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => fail(&error),
-            }
+        Command::Lease(command) => operate(cli.log_format, |runtime, out| runtime.block_on(lease::run(command, out))),
+        Command::Members(command) => {
+            operate(cli.log_format, |runtime, out| runtime.block_on(members::run(command, out)))
         }
     }
 }
@@ -101,6 +99,21 @@ fn hrw_main(command: hrw::HrwCommand) -> ExitCode {
             eprintln!("hoplock: {error}");
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+/// Runs an operator's subcommand (`lease`, `members`): logs set up, one
+/// runtime, the output written to stdout and flushed, any error printed.
+fn operate<E: std::fmt::Display>(
+    format: LogFormat,
+    command: impl FnOnce(&tokio::runtime::Runtime, &mut std::io::StdoutLock<'static>) -> Result<(), E>,
+) -> ExitCode {
+    init_logging(format);
+    let mut stdout = std::io::stdout().lock();
+    let result = runtime().and_then(|runtime| command(&runtime, &mut stdout).map_err(|err| err.to_string()));
+    match result.and_then(|()| stdout.flush().map_err(|err| err.to_string())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error),
     }
 }
 

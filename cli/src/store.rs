@@ -80,7 +80,8 @@ pub struct StoreArgs {
     /// The bucket.
     #[arg(long)]
     pub bucket: String,
-    /// The lease object's key.
+    /// The object's key: the lease record's (`lease`, `run`) or the membership
+    /// object's (`members`).
     #[arg(long)]
     pub key: String,
     #[command(flatten)]

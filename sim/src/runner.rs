@@ -22,7 +22,7 @@ use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, MEMBERS_KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
-use hoplock::keyed::MembershipRecord;
+use hoplock::keyed::{MembershipRecord, MembershipReset};
 
 /// The longest run a world may ask for: a week of simulated time.
 pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -262,7 +262,8 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             reach_changed = true;
             // A membership object deleted or rewritten is a membership
             // change: the members settle again from here.
-            membership_touched |= matches!(action, Action::DeleteMembers | Action::WriteMembers { .. });
+            membership_touched |=
+                matches!(action, Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. });
             *fault_counts.entry(action.verb()).or_default() += 1;
         }
         resumes.retain(|(at, node, held)| {
@@ -416,6 +417,9 @@ enum OperatorOp {
     WriteMembers(Vec<u8>),
     /// The membership object stored again with its view this much lower.
     StaleMembers(u64),
+    /// `hoplock members reset --force`: the operator's own code plans the
+    /// object, so the simulator judges what the tool writes.
+    ResetMembers(MembershipReset),
 }
 
 impl OperatorOp {
@@ -471,6 +475,18 @@ impl OperatorOp {
                     record.last_join = record.view;
                 }
                 s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
+            }
+            OperatorOp::ResetMembers(reset) => {
+                let stored = s3.object(BUCKET, MEMBERS_KEY).map(|object| object.body().to_vec());
+                // The tool's own nonce and incarnation are random; these are
+                // fixed so a run replays exactly. The view in the body keeps
+                // every reset's ETag distinct.
+                let plan = reset.plan(stored.as_deref(), "reset-nonce".into(), "reset".into(), true);
+                // A reset the tool refuses (no view after the stored one)
+                // writes nothing, as the tool writes nothing.
+                if let Ok(plan) = plan {
+                    s3.put_direct(BUCKET, MEMBERS_KEY, plan.record.encode().into(), OPERATOR);
+                }
             }
         }
     }
@@ -539,7 +555,7 @@ impl Reach {
             Action::DeleteKey | Action::ResetKey { .. } => self.store_unusable = false,
             // Keyed worlds judge the membership object's faults by their
             // own checkers; who may lead the election key is unchanged.
-            Action::DeleteMembers | Action::WriteMembers { .. } => {}
+            Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. } => {}
             Action::Outage { for_ms, .. } => self.outage_until = Some(now + Duration::from_millis(*for_ms)),
         }
     }
@@ -692,6 +708,12 @@ fn apply(
             controls.operate(OperatorOp::WriteMembers(raw.as_bytes().to_vec()))
         }
         Action::WriteMembers { views_back, .. } => controls.operate(OperatorOp::StaleMembers(views_back.unwrap_or(0))),
+        // The settings were checked when the scenario was validated.
+        Action::ResetMembers { view_floor, wait_ms } => {
+            if let Ok(reset) = MembershipReset::new(*view_floor, Duration::from_millis(*wait_ms)) {
+                controls.operate(OperatorOp::ResetMembers(reset));
+            }
+        }
         Action::Outage { for_ms, status } => {
             controls.operate(OperatorOp::Outage(Duration::from_millis(*for_ms), *status));
         }
@@ -830,7 +852,7 @@ pub fn validate(world: &World) -> Result<(), SimError> {
                 format!("the schedule at {} ms: {}", scheduled.at_ms, fake_s3::http::UnknownOutageStatus(status));
             return invalid("schedule".into(), message);
         }
-        if let Action::DeleteMembers | Action::WriteMembers { .. } = &scheduled.action
+        if let Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. } = &scheduled.action
             && world.keyed.as_ref().is_none_or(|keyed| keyed.protocol != crate::world::KeyedProtocol::Membership)
         {
             let message = format!(
@@ -845,6 +867,12 @@ pub fn validate(world: &World) -> Result<(), SimError> {
         {
             let message =
                 format!("the schedule at {} ms: write-members takes either raw or views_back", scheduled.at_ms);
+            return invalid("schedule".into(), message);
+        }
+        if let Action::ResetMembers { view_floor, wait_ms } = &scheduled.action
+            && let Err(error) = MembershipReset::new(*view_floor, Duration::from_millis(*wait_ms))
+        {
+            let message = format!("the schedule at {} ms: reset-members: {error}", scheduled.at_ms);
             return invalid("schedule".into(), message);
         }
         if let Some(unknown) = named.into_iter().find(|name| !host(name)) {

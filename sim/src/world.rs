@@ -454,6 +454,11 @@ pub enum Action {
         #[serde(default)]
         views_back: Option<u64>,
     },
+    /// What `hoplock members reset --view-floor --wait --force` does: a new
+    /// membership object at the floor (or above the stored view), held
+    /// inactive by a placeholder entry until members evict it after
+    /// `wait_ms`.
+    ResetMembers { view_floor: u64, wait_ms: u64 },
     /// The store refuses every request for `for_ms`, applying nothing: an
     /// outage, or throttling of the whole prefix. `status` is the answer:
     /// 503 (SlowDown, the default), 429 or 500.
@@ -540,6 +545,7 @@ impl Action {
             | Action::ResetKey { .. }
             | Action::DeleteMembers
             | Action::WriteMembers { .. }
+            | Action::ResetMembers { .. }
             | Action::Outage { .. } => Vec::new(),
         }
     }
@@ -564,6 +570,7 @@ impl Action {
             | Action::ResetKey { .. }
             | Action::DeleteMembers
             | Action::WriteMembers { .. }
+            | Action::ResetMembers { .. }
             | Action::Outage { .. } => self.clone(),
         }
     }
@@ -587,6 +594,7 @@ impl Action {
             Action::ResetKey { .. } => "reset-key",
             Action::DeleteMembers => "delete-members",
             Action::WriteMembers { .. } => "write-members",
+            Action::ResetMembers { .. } => "reset-members",
             Action::Outage { .. } => "outage",
         };
         let mut label = verb.to_string();
@@ -611,6 +619,9 @@ impl Action {
             Action::ResetKey { generation_floor } => label.push_str(&format!(" floor {generation_floor}")),
             Action::WriteMembers { raw: Some(_), .. } => label.push_str(" (corrupt bytes)"),
             Action::WriteMembers { views_back: Some(back), .. } => label.push_str(&format!(" {back} views back")),
+            Action::ResetMembers { view_floor, wait_ms } => {
+                label.push_str(&format!(" floor {view_floor} wait {wait_ms} ms"))
+            }
             Action::Outage { for_ms, status } => label.push_str(&format!(" for {for_ms} ms answering {status}")),
             _ => {}
         }

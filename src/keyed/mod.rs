@@ -43,6 +43,7 @@
 mod context;
 mod core;
 pub mod record;
+mod reset;
 mod term_guard;
 mod writer;
 
@@ -50,6 +51,7 @@ use std::collections::BTreeMap;
 
 pub use context::KeyContext;
 pub use record::{MAX_MEMBERS, MAX_OBJECT_BYTES, MembershipRecord};
+pub use reset::{MembershipReset, RESET_ENTRY_ID, Replaced, ResetError, ResetPlan};
 pub use writer::{KeyedHandle, KeyedWriter, KeyedWriterBuilder, Leaver};
 
 use crate::backend::BackendError;

@@ -219,6 +219,9 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
         if id.is_empty() || id.len() > MAX_OWNER_BYTES {
             return config(format!("the member id must be 1..={MAX_OWNER_BYTES} bytes"));
         }
+        if id == super::RESET_ENTRY_ID {
+            return config(format!("the member id {id:?} is the placeholder a membership reset writes"));
+        }
         let timing = self.timing()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let entropy = self.entropy.unwrap_or_else(|| Arc::new(OsEntropy));
@@ -620,7 +623,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 }
             }
             Observed::Vanished => {
-                error!(member = %self.shared.id, "the membership object vanished after a view was seen; acting for no key until an operator restores it (restart members with a view floor above the last view)");
+                error!(member = %self.shared.id, "the membership object vanished, or holds another group's view, after a view was seen; acting for no key until a newer view shows up (an operator runs `hoplock members reset --view-floor N --wait D` with N above the last view, or starts one member with create_at above it)");
                 self.stop_all(tasks).await;
             }
             Observed::Removed => {

@@ -73,6 +73,14 @@ const PARTS: [Part; 3] = [
     Part { name: "reads", files: &["src/elector/reads.rs"], selection: READS_SELECTION },
 ];
 
+/// How long the judge may take before a mutant counts as hanging: the
+/// scenario test on 4 seeds takes well under a minute on two cores.
+const TEST_TIMEOUT_SECS: u64 = 300;
+
+/// How long one mutant's build may take; an incremental build of the
+/// library and the simulator takes seconds to a minute.
+const BUILD_TIMEOUT_SECS: u64 = 900;
+
 /// The test the mutants are judged by: every scenario file, on `--seeds`
 /// seeds each, must turn out as it expects.
 const SCENARIO_TEST: &str = "scenarios::every_scenario_file_turns_out_as_it_expects";
@@ -131,11 +139,23 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     // The test profile builds the simulator optimised and incrementally, so
     // each mutant costs seconds to build; the scenario test is the only test
-    // run, on `seeds` seeds per file.
+    // run, on `seeds` seeds per file, and it stops at the first file that
+    // fails.
+    //
+    // No baseline run: cargo-mutants runs the baseline's tests in the
+    // mutated package (the library), where the scenario test does not
+    // exist, so it would time nothing and set the test timeout to its
+    // 20 s floor. A judge slowed down by a busy machine would then count
+    // as a timeout, which cargo-mutants reports apart but which is easily
+    // read as caught. The timeouts are explicit instead, far above a
+    // judge's usual time, so only a mutant that hangs reaches them.
+    command.args(["--baseline", "skip", "--timeout", &TEST_TIMEOUT_SECS.to_string()]);
+    command.args(["--build-timeout", &BUILD_TIMEOUT_SECS.to_string()]);
     command.args(["--profile", "test", "--jobs", &jobs.to_string(), "--output", "target"]);
     command.args(&extra);
     command.args(["--", "--test", "it", "--", SCENARIO_TEST, "--exact"]);
     command.env("HOPLOCK_SCENARIO_SEEDS", seeds.to_string());
+    command.env("HOPLOCK_SCENARIO_FAIL_FAST", "1");
     eprintln!("==> cargo mutants over the {} part, judged by every scenario on {seeds} seeds", part.name);
     let status = command.status().map_err(|err| format!("could not start cargo-mutants: {err}"))?;
     // cargo-mutants exits 2 when some mutants were missed and 3 when some

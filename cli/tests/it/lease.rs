@@ -1,69 +1,27 @@
 //! `hoplock lease show` and `hoplock lease reset` against a real
 //! S3-compatible server (started by `cargo xtask test`; skipped otherwise).
 
-use std::process::{Command, Output};
+use std::process::Command;
+
+use crate::{ObjectTarget, runtime, stdout};
 
 use hoplock::Generation;
 use hoplock::backend::{Backend, BackendError};
-use hoplock::entropy::{Entropy, OsEntropy};
-use hoplock::s3::config::Addressing;
-use hoplock::s3::{S3Backend, S3Config};
 use hoplock::testing::conformance::sample_record;
 
-struct Target {
-    endpoint: String,
-    bucket: String,
-    key: String,
-}
-
-fn target() -> Option<Target> {
-    let server = crate::server()?;
-    Some(Target {
-        endpoint: server.endpoint,
-        bucket: server.bucket,
-        key: format!("it/lease-cmd-{:016x}.json", OsEntropy.next_u64()),
-    })
-}
-
-impl Target {
-    fn lease(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_hoplock"))
-            .arg("lease")
-            .args(args)
-            .args(["--endpoint", &self.endpoint, "--bucket", &self.bucket, "--key", &self.key, "--path-style"])
-            // A freshly started server can be slow over its first writes.
-            .args(["--request-timeout", "30s"])
-            .output()
-            .unwrap()
-    }
-
-    fn backend(&self) -> S3Backend {
-        let mut config = S3Config::new(&self.bucket, &self.key);
-        config.endpoint = Some(self.endpoint.clone());
-        config.addressing = Addressing::PathStyle;
-        config.request_timeout = std::time::Duration::from_secs(30);
-        config.operation_deadline = std::time::Duration::from_secs(60);
-        S3Backend::new(config).unwrap()
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+fn target() -> Option<ObjectTarget> {
+    ObjectTarget::new("lease-cmd")
 }
 
 #[test]
 fn show_prints_the_record_or_says_there_is_none() {
     let Some(target) = target() else { return };
-    let output = target.lease(&["show"]);
+    let output = target.hoplock("lease", &["show"]);
     assert!(output.status.success(), "{output:?}");
     assert!(stdout(&output).contains("no lease record"), "{output:?}");
 
     runtime().block_on(target.backend().write(None, &sample_record(9, "shown"))).unwrap();
-    let output = target.lease(&["show"]);
+    let output = target.hoplock("lease", &["show"]);
     let text = stdout(&output);
     assert!(text.contains("generation  9") && text.contains("conformance-shown"), "{text}");
     assert!(text.contains("by the server's clock"), "{text}");
@@ -77,13 +35,13 @@ fn reset_refuses_a_held_lease_and_raises_the_generation() {
     runtime.block_on(backend.write(None, &sample_record(4, "held"))).unwrap();
 
     // A live holder (TTL 30 s, written just now) is not deposed by accident.
-    let output = target.lease(&["reset", "--generation-floor", "10"]);
+    let output = target.hoplock("lease", &["reset", "--generation-floor", "10"]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--force"), "{output:?}");
     let stored = runtime.block_on(backend.read()).unwrap();
     assert_eq!(stored.record.generation, Generation(4), "nothing was overwritten");
 
-    let output = target.lease(&["reset", "--generation-floor", "10", "--force"]);
+    let output = target.hoplock("lease", &["reset", "--generation-floor", "10", "--force"]);
     assert!(output.status.success(), "{output:?}");
     let stored = runtime.block_on(backend.read()).unwrap();
     assert!(stored.record.released);
@@ -94,7 +52,7 @@ fn reset_refuses_a_held_lease_and_raises_the_generation() {
 
     // A floor below the stored generation never lowers it. The record
     // replaced was released already: nothing is left to wait out.
-    let output = target.lease(&["reset", "--generation-floor", "2"]);
+    let output = target.hoplock("lease", &["reset", "--generation-floor", "2"]);
     assert!(output.status.success(), "{output:?}");
     assert!(!stdout(&output).contains("still wait out"), "{output:?}");
     assert_eq!(runtime.block_on(backend.read()).unwrap().record.generation, Generation(10));
@@ -107,9 +65,9 @@ fn reset_repairs_a_corrupt_record() {
     let backend = target.backend();
     runtime.block_on(backend.put_raw(b"garbage".to_vec())).unwrap();
     assert!(matches!(runtime.block_on(backend.read()), Err(BackendError::Corrupt { .. })));
-    let shown = target.lease(&["show"]);
+    let shown = target.hoplock("lease", &["show"]);
     assert!(stdout(&shown).contains("unreadable"), "{shown:?}");
-    let output = target.lease(&["reset", "--generation-floor", "7"]);
+    let output = target.hoplock("lease", &["reset", "--generation-floor", "7"]);
     assert!(output.status.success(), "{output:?}");
     let stored = runtime.block_on(backend.read()).unwrap();
     assert_eq!((stored.record.generation, stored.record.released), (Generation(7), true));
@@ -136,7 +94,7 @@ fn reset_refuses_to_keep_an_exhausted_generation() {
     let mut exhausted = sample_record(u64::MAX, "exhausted");
     exhausted.released = true;
     runtime.block_on(backend.write(None, &exhausted)).unwrap();
-    let output = target.lease(&["reset", "--generation-floor", "5"]);
+    let output = target.hoplock("lease", &["reset", "--generation-floor", "5"]);
     assert!(!output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("new key"), "{output:?}");
     let stored = runtime.block_on(backend.read()).unwrap();

@@ -30,15 +30,16 @@ impl Acting {
     }
 }
 
-/// When someone other than the members deleted or rewrote the membership
-/// object (`delete-members`, `write-members`), in time order. Each starts a
-/// new lineage of views, whose numbers may repeat the old ones.
+/// When someone other than the members deleted, rewrote or reset the
+/// membership object (`delete-members`, `write-members`, `reset-members`),
+/// in time order. Each starts a new lineage of views, whose numbers may
+/// repeat the old ones.
 pub fn object_replaced(entries: &[Entry]) -> Vec<u64> {
     entries
         .iter()
         .filter(|entry| {
             matches!(&entry.event, Event::Fault { action }
-                if action.starts_with("delete-members") || action.starts_with("write-members"))
+                if ["delete-members", "write-members", "reset-members"].iter().any(|verb| action.starts_with(verb)))
         })
         .map(|entry| entry.at_us)
         .collect()

@@ -20,6 +20,13 @@ fn seeds() -> u64 {
     }
 }
 
+/// With `HOPLOCK_SCENARIO_FAIL_FAST=1` (which `cargo xtask mutants` sets)
+/// the test exits at the first file that does not turn out as it expects,
+/// so a caught mutant costs the time of that one file.
+fn fail_fast() -> bool {
+    std::env::var("HOPLOCK_SCENARIO_FAIL_FAST").as_deref() == Ok("1")
+}
+
 fn files() -> Vec<PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     hoplock_sim::scenario::files_in(&directory).expect("the scenarios directory")
@@ -44,7 +51,14 @@ fn every_scenario_file_turns_out_as_it_expects() {
                     if verdict.as_expected() {
                         Ok(())
                     } else {
-                        Err(format!("{}: expected {}, got {verdict:?}", path.display(), scenario.expect))
+                        let failure = format!("{}: expected {}, got {verdict:?}", path.display(), scenario.expect);
+                        if fail_fast() {
+                            // A mutant is caught by its first failure; the
+                            // other files need not finish.
+                            eprintln!("{failure}");
+                            std::process::exit(101);
+                        }
+                        Err(failure)
                     }
                 })
             })
