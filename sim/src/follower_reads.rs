@@ -41,7 +41,7 @@ pub fn reads_per_ttl(entries: &[Entry], terms: &[Term], context: &Context) -> Op
 }
 
 /// The spans, from `from_us` on, in which `node` could contend.
-fn contending(context: &Context, node: &str, from_us: u64) -> Vec<(u64, u64)> {
+pub(crate) fn contending(context: &Context, node: &str, from_us: u64) -> Vec<(u64, u64)> {
     let mut spans = Vec::new();
     for (index, (start, contenders)) in context.contention.iter().enumerate() {
         let end = context.contention.get(index + 1).map_or(context.end_us, |(next, _)| *next).min(context.end_us);
@@ -55,7 +55,7 @@ fn contending(context: &Context, node: &str, from_us: u64) -> Vec<(u64, u64)> {
 
 /// `spans` without any instant in `holes`. Both are lists of half-open
 /// spans; `spans` in order and disjoint.
-fn subtract(spans: &[(u64, u64)], holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+pub(crate) fn subtract(spans: &[(u64, u64)], holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut left = spans.to_vec();
     for (hole_start, hole_end) in holes {
         left = left

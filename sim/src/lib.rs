@@ -14,6 +14,7 @@ pub mod node;
 pub mod runner;
 pub mod scenario;
 pub mod transport;
+pub mod version_lag;
 pub mod world;
 
 // The fake S3 and the register checker live in `hoplock-testkit`, where the

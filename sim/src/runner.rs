@@ -104,6 +104,9 @@ pub struct Stats {
     /// included ([`crate::follower_reads`]); `None` when nobody followed
     /// for a TTL there.
     pub follower_reads_per_ttl: Option<f64>,
+    /// In elector worlds, every follower's lag behind every new version of
+    /// the lease record it followed, µs ([`crate::version_lag`]).
+    pub version_lags_us: Vec<u64>,
 }
 
 /// The result of one run.
@@ -1130,5 +1133,10 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         crash_handoffs_us,
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
+        version_lags_us: if world.keyed.is_none() {
+            crate::version_lag::lags_us(entries, &terms, context)
+        } else {
+            Vec::new()
+        },
     }
 }

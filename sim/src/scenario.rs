@@ -84,6 +84,12 @@ pub struct Scenario {
     /// polling are not unsafe, but they multiply the bill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_follower_reads_per_ttl: Option<f64>,
+    /// A bound: the longest any follower may take to see a new version of
+    /// the lease record, as [`crate::version_lag`] measures it over the
+    /// steady part of the run. A version seen late is a takeover that comes
+    /// late; reads that follow the renewals see each within about a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_version_lag_ms: Option<u64>,
     /// A bound: the longest any scheduled `stop` may take to be honoured,
     /// from the stop to the node's campaign returning `Stopped` (a term in
     /// progress is released first). An operator waiting on a shutdown
@@ -348,6 +354,7 @@ impl Scenario {
             max_requests_per_member_hour: None,
             max_failover_ms: None,
             max_follower_reads_per_ttl: None,
+            max_version_lag_ms: None,
             max_stop_ms: None,
             max_lost_terms: None,
             max_leave_handoff_ms: None,
@@ -425,6 +432,7 @@ impl Scenario {
                 .collect(),
             None => Vec::new(),
         };
+        let late_reads = over_bound_ms(reports, self.max_version_lag_ms, |stats| &stats.version_lags_us);
         let slow_stops = over_bound_ms(reports, self.max_stop_ms, |stats| &stats.stop_latencies_us);
         let lost_terms = match self.max_lost_terms {
             Some(bound) => reports
@@ -442,6 +450,7 @@ impl Scenario {
             unexpected,
             over_budget,
             busy_followers,
+            late_reads,
             slow_failovers,
             slow_stops,
             lost_terms,
@@ -510,6 +519,9 @@ pub struct Verdict {
     /// Runs whose followers read more often than
     /// `max_follower_reads_per_ttl`: seed and reads per TTL.
     pub busy_followers: Vec<(u64, f64)>,
+    /// Runs in which a follower saw a new version later than
+    /// `max_version_lag_ms`: seed and the longest lag, in milliseconds.
+    pub late_reads: Vec<(u64, f64)>,
     /// Runs with a handover slower than `max_failover_ms`: seed and the
     /// slowest handover, in milliseconds.
     pub slow_failovers: Vec<(u64, f64)>,
@@ -536,6 +548,7 @@ impl Verdict {
     pub fn breaks_a_bound(&self) -> bool {
         !(self.over_budget.is_empty()
             && self.busy_followers.is_empty()
+            && self.late_reads.is_empty()
             && self.slow_failovers.is_empty()
             && self.slow_stops.is_empty()
             && self.lost_terms.is_empty()
@@ -552,6 +565,7 @@ impl Verdict {
         violation
             .or_else(|| self.over_budget.first().map(|(seed, _)| *seed))
             .or_else(|| self.busy_followers.first().map(|(seed, _)| *seed))
+            .or_else(|| self.late_reads.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_stops.first().map(|(seed, _)| *seed))
             .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))

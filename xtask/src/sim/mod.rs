@@ -467,6 +467,12 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let budget = named.scenario.max_follower_reads_per_ttl.unwrap_or_default();
         eprintln!("  seed {seed}: followers read {rate:.2} times per TTL; the budget is {budget}");
     }
+    for (seed, lag_ms) in &outcome.verdict.late_reads {
+        let bound = named.scenario.max_version_lag_ms.unwrap_or_default();
+        eprintln!(
+            "  seed {seed}: a follower saw a new version {lag_ms:.0} ms after it landed; the bound is {bound} ms"
+        );
+    }
     for (seed, gap_ms) in &outcome.verdict.slow_failovers {
         let bound = named.scenario.max_failover_ms.unwrap_or_default();
         eprintln!("  seed {seed} took {gap_ms:.0} ms to hand over to another node; the bound is {bound} ms");
@@ -533,6 +539,7 @@ struct JsonScenario<'a> {
     unexpected: Vec<(Finding, Vec<u64>)>,
     over_budget: Vec<(u64, f64)>,
     busy_followers: Vec<(u64, f64)>,
+    late_reads: Vec<(u64, f64)>,
     slow_failovers: Vec<(u64, f64)>,
     slow_stops: Vec<(u64, f64)>,
     lost_terms: Vec<(u64, usize)>,
@@ -567,6 +574,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             unexpected: outcome.verdict.unexpected.clone(),
             over_budget: outcome.verdict.over_budget.clone(),
             busy_followers: outcome.verdict.busy_followers.clone(),
+            late_reads: outcome.verdict.late_reads.clone(),
             slow_failovers: outcome.verdict.slow_failovers.clone(),
             slow_stops: outcome.verdict.slow_stops.clone(),
             lost_terms: outcome.verdict.lost_terms.clone(),
