@@ -1,11 +1,15 @@
 //! How long a keyed world's keys take to reach another member after a
-//! member leaves gracefully or crashes: the measured side of the bounds
-//! W + P + 2 RTT (leave) and TTL·(1+ρ) + 2P + lock-delay + 3 RTT (crash)
-//! that scenario files may assert with `max_leave_handoff_ms` and
-//! `max_crash_handoff_ms`.
+//! member leaves gracefully or crashes, and to reach a member that joins:
+//! the measured side of the bounds W + P + 2 RTT (leave), TTL·(1+ρ) + 2P +
+//! lock-delay + 3 RTT (crash) and P + W + P + 3 RTT (join) that scenario
+//! files may assert with `max_leave_handoff_ms`, `max_crash_handoff_ms`
+//! and `max_join_handoff_ms`.
 
 use crate::history::{Entry, Event};
-use crate::invariants::keyed_acting::{Acting, Intervals};
+use crate::invariants::KeyedFacts;
+use std::collections::BTreeSet;
+
+use crate::invariants::keyed_acting::{Acting, Intervals, lineage, object_replaced};
 use crate::invariants::stop_honoured::STOP;
 
 /// Handoff times in µs: (graceful leaves, crashes). One figure per leave or
@@ -43,6 +47,40 @@ fn handoff(intervals: &Intervals, node: &str, at_us: u64) -> Option<u64> {
         .max()
 }
 
+/// Join times in µs: one figure per join whose joiner went on to act, from
+/// the commit of the view the join made to the first key the joiner
+/// started after it. The joiner acts only once every member has adopted
+/// the view, so the figure is how fast the others read a join and adopt
+/// it. Left out: a join the joiner never acted after (it crashed, or was
+/// evicted first), and a join to an object nobody has acted under yet,
+/// which waits for its creator's wait (TTL + lock-delay) to end instead.
+pub fn joins(entries: &[Entry], intervals: &Intervals, keyed: &KeyedFacts) -> Vec<u64> {
+    let replaced = object_replaced(entries);
+    let mut views = BTreeSet::new();
+    let mut joined = Vec::new();
+    for entry in entries {
+        let Event::View { view, change, entry: id, .. } = &entry.event else { continue };
+        // The store reports the view at every write; only the write that
+        // made it counts.
+        if views.insert((lineage(&replaced, entry.at_us), *view)) && change == "join" {
+            joined.push((id.as_str(), entry.at_us));
+        }
+    }
+    let starts = || intervals.values().flatten();
+    joined
+        .into_iter()
+        .filter(|(_, at_us)| {
+            let since = replaced.iter().copied().filter(|fault| fault <= at_us).max().unwrap_or(0);
+            starts().any(|a| a.start_us >= since && a.start_us < *at_us)
+        })
+        .filter_map(|(id, at_us)| {
+            let first =
+                starts().filter(|a| keyed.id_of(&a.node) == id && a.start_us >= at_us).map(|a| a.start_us).min()?;
+            Some(first - at_us)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +105,27 @@ mod tests {
         let (leaves, crashes) = handoffs(&entries, &intervals(&entries));
         assert_eq!(leaves, [2_500_000], "k2 was the last to move, 2.5 s after the stop");
         assert_eq!(crashes, [7_000_000], "k1 moved 7 s after the crash; k2 and k3 never did");
+    }
+
+    #[test]
+    fn a_join_is_timed_from_its_view_to_the_joiners_first_key() {
+        let view = |ms: u64, view: u64, change: &str, id: &str| {
+            at(ms, "s3", Event::View { view, members: vec![], change: change.into(), entry: id.into() })
+        };
+        let entries = [
+            view(0, 1, "join", "a"),
+            // Joins while nobody acts yet wait for the creator's wait.
+            view(200, 2, "join", "d"),
+            started(6_000, "a", 1, 1),
+            started(6_100, "d", 4, 1),
+            view(7_000, 3, "join", "b"),
+            // A renewal reports the same view again: not another join.
+            view(8_000, 3, "join", "b"),
+            started(8_300, "b", 2, 2),
+            view(9_000, 4, "join", "c"),
+        ];
+        let keyed = KeyedFacts::default();
+        let joins = joins(&entries, &intervals(&entries), &keyed);
+        assert_eq!(joins, [1_300_000], "a and d joined before anyone acted; c never acted");
     }
 }

@@ -98,6 +98,9 @@ pub struct Stats {
     pub leave_handoffs_us: Vec<u64>,
     /// In keyed worlds, the same from each crash.
     pub crash_handoffs_us: Vec<u64>,
+    /// In keyed worlds, from each join's commit to the joiner's first key
+    /// starting, µs.
+    pub join_handoffs_us: Vec<u64>,
     /// In keyed worlds, fenced writes the downstream received.
     pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
@@ -1092,9 +1095,11 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
     }
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
     let (mut leave_handoffs_us, mut crash_handoffs_us, mut stale_keyed, mut fenced_writes) = (vec![], vec![], 0, 0);
-    if world.keyed.is_some() {
+    let mut join_handoffs_us = Vec::new();
+    if let Some(keyed) = &context.keyed {
         let acting = invariants::keyed_acting::intervals(entries);
         (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
+        join_handoffs_us = crate::keyed_handoffs::joins(entries, &acting, keyed);
         (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
     }
     Stats {
@@ -1131,6 +1136,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         member_hours: if world.keyed.is_some() { member_us(entries, context.end_us) as f64 / 3.6e9 } else { 0.0 },
         leave_handoffs_us,
         crash_handoffs_us,
+        join_handoffs_us,
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
         version_lags_us: if world.keyed.is_none() {

@@ -112,6 +112,13 @@ pub struct Scenario {
     /// lock-delay + 3 RTT in the design).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_crash_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest any join may take to become a
+    /// view the joiner acts in, from the join's commit to the joiner's
+    /// first key starting (P + W + P + 3 RTT in the design: every other
+    /// member reads the join, stops what moves and adopts it at once, and
+    /// the joiner reads that the view is active).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_join_handoff_ms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -359,6 +366,7 @@ impl Scenario {
             max_lost_terms: None,
             max_leave_handoff_ms: None,
             max_crash_handoff_ms: None,
+            max_join_handoff_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -444,6 +452,7 @@ impl Scenario {
         };
         let slow_leaves = over_bound_ms(reports, self.max_leave_handoff_ms, |stats| &stats.leave_handoffs_us);
         let slow_crashes = over_bound_ms(reports, self.max_crash_handoff_ms, |stats| &stats.crash_handoffs_us);
+        let slow_joins = over_bound_ms(reports, self.max_join_handoff_ms, |stats| &stats.join_handoffs_us);
         Verdict {
             found,
             missing,
@@ -456,6 +465,7 @@ impl Scenario {
             lost_terms,
             slow_leaves,
             slow_crashes,
+            slow_joins,
         }
     }
 }
@@ -535,6 +545,8 @@ pub struct Verdict {
     pub slow_leaves: Vec<(u64, f64)>,
     /// Runs with a keyed crash handoff slower than `max_crash_handoff_ms`.
     pub slow_crashes: Vec<(u64, f64)>,
+    /// Runs with a keyed join slower than `max_join_handoff_ms`.
+    pub slow_joins: Vec<(u64, f64)>,
 }
 
 impl Verdict {
@@ -553,7 +565,8 @@ impl Verdict {
             && self.slow_stops.is_empty()
             && self.lost_terms.is_empty()
             && self.slow_leaves.is_empty()
-            && self.slow_crashes.is_empty())
+            && self.slow_crashes.is_empty()
+            && self.slow_joins.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -571,6 +584,7 @@ impl Verdict {
             .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_leaves.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_crashes.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_joins.first().map(|(seed, _)| *seed))
     }
 }
 
@@ -766,7 +780,7 @@ mod tests {
 
     #[test]
     fn a_keyed_handoff_slower_than_its_bound_is_unexpected() {
-        let report = |seed, leaves_ms: &[u64], crashes_ms: &[u64]| Report {
+        let report = |seed, leaves_ms: &[u64], crashes_ms: &[u64], joins_ms: &[u64]| Report {
             seed,
             entries: Vec::new(),
             trace_hash: 0,
@@ -774,15 +788,23 @@ mod tests {
             stats: crate::runner::Stats {
                 leave_handoffs_us: leaves_ms.iter().map(|ms| ms * 1000).collect(),
                 crash_handoffs_us: crashes_ms.iter().map(|ms| ms * 1000).collect(),
+                join_handoffs_us: joins_ms.iter().map(|ms| ms * 1000).collect(),
                 ..Default::default()
             },
         };
-        let reports = [report(0, &[800], &[6_500]), report(1, &[2_600], &[6_600]), report(2, &[900], &[11_000])];
-        let text = format!("max_leave_handoff_ms = 2300\nmax_crash_handoff_ms = 10200\n{MINIMAL}");
+        let reports = [
+            report(0, &[800], &[6_500], &[900]),
+            report(1, &[2_600], &[6_600], &[1_000]),
+            report(2, &[900], &[11_000], &[1_000]),
+            report(3, &[900], &[6_000], &[1_900]),
+        ];
+        let text =
+            format!("max_leave_handoff_ms = 2300\nmax_crash_handoff_ms = 10200\nmax_join_handoff_ms = 1500\n{MINIMAL}");
         let bounded = Scenario::parse("s.toml", &text).unwrap();
         let verdict = bounded.verdict(&reports);
         assert_eq!(verdict.slow_leaves, vec![(1, 2600.0)]);
         assert_eq!(verdict.slow_crashes, vec![(2, 11000.0)]);
+        assert_eq!(verdict.slow_joins, vec![(3, 1900.0)]);
         assert!(!verdict.as_expected());
         assert_eq!(verdict.replay_seed(), Some(1));
     }

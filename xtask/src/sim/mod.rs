@@ -489,6 +489,10 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_crash_handoff_ms.unwrap_or_default();
         eprintln!("  seed {seed} took {ms:.0} ms to hand a crashed member's keys on; the bound is {bound} ms");
     }
+    for (seed, ms) in &outcome.verdict.slow_joins {
+        let bound = named.scenario.max_join_handoff_ms.unwrap_or_default();
+        eprintln!("  seed {seed} took {ms:.0} ms from a join to the joiner's first key; the bound is {bound} ms");
+    }
     for (seed, lost) in &outcome.verdict.lost_terms {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
@@ -545,6 +549,7 @@ struct JsonScenario<'a> {
     lost_terms: Vec<(u64, usize)>,
     slow_leaves: Vec<(u64, f64)>,
     slow_crashes: Vec<(u64, f64)>,
+    slow_joins: Vec<(u64, f64)>,
     /// Replayed seeds whose second trace differed: seed, first and second
     /// trace hash.
     diverged: Vec<(u64, String, String)>,
@@ -580,6 +585,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             lost_terms: outcome.verdict.lost_terms.clone(),
             slow_leaves: outcome.verdict.slow_leaves.clone(),
             slow_crashes: outcome.verdict.slow_crashes.clone(),
+            slow_joins: outcome.verdict.slow_joins.clone(),
             diverged: outcome
                 .diverged
                 .iter()
