@@ -2,7 +2,7 @@
 //! scenarios catch what they exist to catch.
 //!
 //! Each [`Bug`] breaks exactly one rule of ARCHITECTURE.md's tables (I1 to
-//! I10 with I4a and I9a, and the liveness rule L1 in the elector; K1, K2 and K7 in keyed
+//! I10 with I4a and I9a, and the liveness rule L1 in the elector; K1, K2, K7 and K8 in keyed
 //! writers; D1, one seed one trace, in the simulator), the way real
 //! libraries have broken it. A bug is
 //! active only when the crate is built with the `planted` feature *and* the
@@ -96,6 +96,11 @@ pub enum Bug {
     /// K1: a read of an older view replaces the newest one read, so a key
     /// that moved away runs again under the older view.
     ResumeOlderView,
+    /// K8: the handle hands out a lease on every key the member owns in
+    /// the newest view it read, whether or not it runs it yet: during a
+    /// lock-delay, or before the view is active, a downstream is given a
+    /// round nobody acts under.
+    LeaseFromOwnership,
     /// D1: every key task of a member waits on one shared term channel. A
     /// watch wakes many waiters in an order drawn from tokio's own random
     /// numbers, which no seed reaches, so a leave winds keys down in a
@@ -106,7 +111,7 @@ pub enum Bug {
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -127,6 +132,7 @@ impl Bug {
         Bug::CreateWithoutFloor,
         Bug::ResumeOlderView,
         Bug::SkipKeyedLockDelay,
+        Bug::LeaseFromOwnership,
         Bug::SharedTermWatch,
     ];
 
@@ -153,6 +159,7 @@ impl Bug {
             Bug::CreateWithoutFloor => "create-without-floor",
             Bug::SkipKeyedLockDelay => "skip-keyed-lock-delay",
             Bug::ResumeOlderView => "resume-older-view",
+            Bug::LeaseFromOwnership => "lease-from-ownership",
             Bug::SharedTermWatch => "shared-term-watch",
         }
     }
@@ -176,6 +183,7 @@ impl Bug {
             Bug::AdoptBeforeStop | Bug::StartBeforeActive | Bug::ResumeOlderView => "K1",
             Bug::RoundFromCounter | Bug::ReuseEntry | Bug::CreateWithoutFloor => "K2",
             Bug::SkipKeyedLockDelay => "K7",
+            Bug::LeaseFromOwnership => "K8",
             Bug::SharedTermWatch => "D1",
         }
     }

@@ -99,6 +99,19 @@ pub enum Event {
     /// member ids it lists, and the change that made it (`join`, `leave`,
     /// `evict`) with the entry concerned.
     View { view: u64, members: Vec<String>, change: String, entry: String },
+    /// A keyed member's handle was asked what it holds: `Leases::acquire`
+    /// for `k{key}` (the round of the lease it handed out, or the holder it
+    /// named, or neither when it refused), `Membership::members` (`None`
+    /// when it refused) and its snapshot's view and term.
+    HandleProbe {
+        key: u32,
+        incarnation: String,
+        lease: Option<u64>,
+        holder: Option<String>,
+        members: Option<Vec<String>>,
+        view: Option<u64>,
+        term_holds: bool,
+    },
 }
 
 /// The `ElectorError` message a node records when its campaign returns

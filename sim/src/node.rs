@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use hoplock::elector::{Policy, Reads};
 use hoplock::entropy::{SeededEntropy, splitmix64};
-use hoplock::keyed::{KeyContext, KeyedWriter};
+use hoplock::keyed::{KeyContext, KeyedHandle, KeyedWriter};
 use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
@@ -353,6 +353,7 @@ async fn run_keyed(
         builder = builder.stop_margin(Duration::from_millis(margin));
     }
     let writer = builder.build()?;
+    spawn_prober(context, keyed.keys, writer.handle(), clock.clone());
     let leaver = writer.leaver();
     let mut stop = context.stop.subscribe();
     tokio::task::spawn_local(async move {
@@ -375,6 +376,46 @@ async fn run_keyed(
     };
     context.history.record_now(&name, event);
     std::future::pending().await
+}
+
+/// How often a keyed member's handle is asked what it holds.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Asks the member's handle, every second of its clock, for the lease of
+/// one key (each key in turn), for the members and for a snapshot, and
+/// records the answers: `keyed-handle-truthful` holds them against what
+/// the member did. Users fence downstream writes with these leases and
+/// route work by these members, so the handle is judged as the keys are.
+fn spawn_prober(context: &NodeContext, keys: u32, handle: KeyedHandle, clock: Arc<SimClock>) {
+    use hoplock::clock::Clock;
+    use hoplock::hrw::{KeyLeaseError, Leases, Membership};
+    if keys == 0 {
+        return;
+    }
+    let (history, node) = (context.history.clone(), context.spec.name.clone());
+    tokio::task::spawn_local(async move {
+        for probe in 0u32.. {
+            clock.sleep_until(clock.now() + PROBE_EVERY).await;
+            let key = probe % keys;
+            let (lease, holder) = match handle.acquire(&format!("k{key}")).await {
+                Ok(lease) => (Some(lease.round.get()), None),
+                Err(KeyLeaseError::Held { holder, .. }) => (None, Some(holder)),
+                Err(_) => (None, None),
+            };
+            let members = handle.members().await.ok().map(|members| members.into_iter().map(|m| m.id).collect());
+            let snapshot = handle.snapshot();
+            let event = Event::HandleProbe {
+                key,
+                incarnation: snapshot.incarnation,
+                lease,
+                holder,
+                members,
+                view: snapshot.view,
+                term_holds: snapshot.term_holds,
+            };
+            history.record_now(&node, event);
+        }
+    });
 }
 
 /// What a keyed member's work tells the node's recorder.

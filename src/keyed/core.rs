@@ -170,7 +170,8 @@ pub(crate) struct Core {
     keys: Arc<[String]>,
     /// Whether a read has found the object missing.
     read_missing: bool,
-    /// The members of the newest active view read.
+    /// The members of the newest active view read (without adoption, of
+    /// the newest view read).
     active_members: Option<Vec<Member>>,
     /// This incarnation's renewals and evictions whose outcome is not
     /// known yet, oldest first: their nonce and when each was sent. One
@@ -231,7 +232,8 @@ impl Core {
         self.newest.as_ref()
     }
 
-    /// The members of the newest active view read.
+    /// The members of the newest active view read (without adoption, of
+    /// the newest view read).
     pub fn active_members(&self) -> Option<&[Member]> {
         self.active_members.as_deref()
     }
@@ -364,7 +366,10 @@ impl Core {
                 set
             }
         };
-        if record.is_active() {
+        // The members a member acts under: those of the newest active view,
+        // or, without adoption (where no view waits to be adopted), of the
+        // newest view, which is the one its keys follow.
+        if record.is_active() || !self.me.adoption {
             self.active_members = Some(set.members().to_vec());
         }
         self.newest = Some(Arc::new(Seen { record, set }));

@@ -915,6 +915,16 @@ impl KeyedHandle {
         }
     }
 
+    /// The planted bug `lease-from-ownership`: a lease on a key this member
+    /// owns in the newest view, running or not. Always `None` otherwise.
+    fn owned_round(&self, core: &Core, key: &str) -> Option<crate::hrw::Round> {
+        if !planted::active(Bug::LeaseFromOwnership) {
+            return None;
+        }
+        let seen = core.newest()?;
+        seen.set.is_owner(key, &self.shared.id).then_some(crate::lease::Generation(seen.record.view))
+    }
+
     fn term_error(&self) -> MembershipError {
         MembershipError::Unavailable(format!("member {:?} does not hold a term", self.shared.id))
     }
@@ -925,8 +935,9 @@ impl Membership for KeyedHandle {
         &self.shared.id
     }
 
-    /// The members of the newest active view this member has read; an error
-    /// while its own term does not hold.
+    /// The members of the newest active view this member has read (without
+    /// adoption, of the newest view, which its keys follow); an error while
+    /// its own term does not hold.
     fn members(&self) -> impl Future<Output = Result<Vec<Member>, MembershipError>> + Send {
         let core = self.shared.core();
         let result = if core.term_holds(self.shared.clock.now()) && !core.vanished() {
@@ -945,8 +956,8 @@ impl Leases for KeyedHandle {
         let core = self.shared.core();
         let result = if !core.term_holds(self.shared.clock.now()) {
             Err(KeyLeaseError::Unavailable(self.term_error().to_string()))
-        } else if let Some(round) = core.running().get(key) {
-            Ok(KeyLease { key: key.to_owned(), owner: self.shared.id.clone(), round: *round })
+        } else if let Some(round) = core.running().get(key).copied().or_else(|| self.owned_round(&core, key)) {
+            Ok(KeyLease { key: key.to_owned(), owner: self.shared.id.clone(), round })
         } else {
             let holder = core.newest().and_then(|seen| seen.set.owner(key).map(|m| m.id.clone())).unwrap_or_default();
             Err(KeyLeaseError::Held { key: key.to_owned(), holder })

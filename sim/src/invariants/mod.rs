@@ -18,6 +18,7 @@ pub mod events_truthful;
 pub mod foreign_wait;
 pub mod keyed_acting;
 pub mod keyed_fencing;
+pub mod keyed_handle_truthful;
 pub mod keyed_lock_delay;
 pub mod keyed_moves;
 pub mod keyed_one_writer;
@@ -89,6 +90,9 @@ pub enum Property {
     /// K7: a key its holder lost involuntarily (an eviction, an object
     /// deleted under it) starts elsewhere only after the lock-delay.
     KeyedLockDelay,
+    /// K8: what a keyed member's handle reports (leases, members, view) is
+    /// true of what the member does and of what the store committed.
+    KeyedHandleTruthful,
 }
 
 impl Property {
@@ -115,6 +119,7 @@ impl Property {
             Property::KeyedMoves => "keyed-moves",
             Property::KeyedFencing => "keyed-fencing",
             Property::KeyedLockDelay => "keyed-lock-delay",
+            Property::KeyedHandleTruthful => "keyed-handle-truthful",
             Property::ForeignWait => "foreign-wait",
         }
     }
@@ -132,6 +137,7 @@ impl Property {
                 | Property::StopHonoured
                 | Property::EventsTruthful
                 | Property::KeyedSettled
+                | Property::KeyedHandleTruthful
         )
     }
 
@@ -158,6 +164,7 @@ impl Property {
             Property::KeyedMoves => "keys moved that HRW did not move, or started off their owner",
             Property::KeyedFencing => "a key's fenced downstream accepted a lower round or shut out its newest holder",
             Property::KeyedLockDelay => "a key its holder lost involuntarily started elsewhere before the lock-delay",
+            Property::KeyedHandleTruthful => "a member's handle reported a lease, members or a view that were not so",
             Property::ForeignWait => {
                 "a foreign or deleted record was taken over before its wait, or an exhausted one written over"
             }
@@ -165,7 +172,7 @@ impl Property {
     }
 
     /// Every property, in report order.
-    pub const ALL: [Property; 21] = [
+    pub const ALL: [Property; 22] = [
         Property::OneHolderPerGeneration,
         Property::MonotoneFencing,
         Property::NoBeliefOverlap,
@@ -186,6 +193,7 @@ impl Property {
         Property::KeyedMoves,
         Property::KeyedFencing,
         Property::KeyedLockDelay,
+        Property::KeyedHandleTruthful,
         Property::ForeignWait,
     ];
 }
@@ -382,6 +390,7 @@ pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
             keyed_moves::check(entries, &acting, context, &mut violations);
             keyed_lock_delay::check(entries, &acting, context, &mut violations);
         }
+        keyed_handle_truthful::check(entries, &acting, context, &mut violations);
         campaign_ended::check(entries, &mut violations);
         action_skipped::check(entries, &mut violations);
         violations.sort_by_key(|violation| (violation.at_us, violation.property));
