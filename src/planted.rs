@@ -251,6 +251,12 @@ pub(crate) fn trusts_expires_at(record: &crate::lease::LeaseRecord, wall: std::t
     active(Bug::TrustExpiresAt) && record.expires_at_time().is_none_or(|at| at <= wall)
 }
 
+/// [`Bug::RoundFromCounter`]: a round counted from the keys a member runs
+/// rather than taken from the view, kept here for the same reason.
+pub(crate) fn round_from_counter(running: usize) -> crate::lease::Generation {
+    crate::lease::Generation(running as u64 + 1)
+}
+
 /// [`Bug::WallClockDeadline`]: the term's end computed from the wall clock,
 /// as the time the hold lasts minus the wall time since the last renewal
 /// was sent.

@@ -424,7 +424,7 @@ impl Core {
 
     fn round_for(&self, view: u64) -> Round {
         if planted::active(Bug::RoundFromCounter) {
-            return crate::lease::Generation(self.running.len() as u64 + 1);
+            return planted::round_from_counter(self.running.len());
         }
         crate::lease::Generation(view)
     }
