@@ -7,9 +7,7 @@
 
 use crate::history::{Entry, Event};
 use crate::invariants::KeyedFacts;
-use std::collections::BTreeSet;
-
-use crate::invariants::keyed_acting::{Acting, Intervals, lineage, object_replaced};
+use crate::invariants::keyed_acting::{Acting, Intervals, changes, lineage, object_replaced};
 use crate::invariants::stop_honoured::STOP;
 
 /// Handoff times in µs: (graceful leaves, crashes). One figure per leave or
@@ -56,21 +54,12 @@ fn handoff(intervals: &Intervals, node: &str, at_us: u64) -> Option<u64> {
 /// which waits for its creator's wait (TTL + lock-delay) to end instead.
 pub fn joins(entries: &[Entry], intervals: &Intervals, keyed: &KeyedFacts) -> Vec<u64> {
     let replaced = object_replaced(entries);
-    let mut views = BTreeSet::new();
-    let mut joined = Vec::new();
-    for entry in entries {
-        let Event::View { view, change, entry: id, .. } = &entry.event else { continue };
-        // The store reports the view at every write; only the write that
-        // made it counts.
-        if views.insert((lineage(&replaced, entry.at_us), *view)) && change == "join" {
-            joined.push((id.as_str(), entry.at_us));
-        }
-    }
     let starts = || intervals.values().flatten();
-    joined
+    changes(entries, "join")
         .into_iter()
         .filter(|(_, at_us)| {
-            let since = replaced.iter().copied().filter(|fault| fault <= at_us).max().unwrap_or(0);
+            // The object this join wrote to: since the last replacement.
+            let since = lineage(&replaced, *at_us).checked_sub(1).map_or(0, |last| replaced[last]);
             starts().any(|a| a.start_us >= since && a.start_us < *at_us)
         })
         .filter_map(|(id, at_us)| {

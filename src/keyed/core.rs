@@ -366,10 +366,7 @@ impl Core {
                 set
             }
         };
-        // The members a member acts under: those of the newest active view,
-        // or, without adoption (where no view waits to be adopted), of the
-        // newest view, which is the one its keys follow.
-        if record.is_active() || !self.me.adoption {
+        if self.acts_under(&record) {
             self.active_members = Some(set.members().to_vec());
         }
         self.newest = Some(Arc::new(Seen { record, set }));
@@ -419,7 +416,14 @@ impl Core {
     }
 
     fn may_start_in(&self, record: &MembershipRecord) -> bool {
-        !self.me.adoption || record.is_active() || planted::active(Bug::StartBeforeActive)
+        self.acts_under(record) || planted::active(Bug::StartBeforeActive)
+    }
+
+    /// Whether this member acts under `record`'s view: once it is active,
+    /// or at once without adoption (where no view waits to be adopted).
+    /// Its members are the ones the handle reports.
+    fn acts_under(&self, record: &MembershipRecord) -> bool {
+        !self.me.adoption || record.is_active()
     }
 
     fn round_for(&self, view: u64) -> Round {

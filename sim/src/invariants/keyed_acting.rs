@@ -51,17 +51,23 @@ pub fn lineage(replaced: &[u64], at_us: u64) -> usize {
     replaced.partition_point(|&fault| fault <= at_us)
 }
 
-/// The evictions the store committed: the evicted member id and when. Every
-/// write of the object records its view, renewals too, so an eviction is
-/// the first write of its view (within its lineage) whose change is `evict`.
+/// The evictions the store committed: the evicted member id and when.
 pub fn evictions(entries: &[Entry]) -> Vec<(&str, u64)> {
+    changes(entries, "evict")
+}
+
+/// The membership changes of one kind (`join`, `leave`, `evict`) the store
+/// committed: the member id concerned and when. Every write of the object
+/// records its view, renewals too, so a change is the first write of its
+/// view (within its lineage) whose change is `kind`.
+pub fn changes<'a>(entries: &'a [Entry], kind: &str) -> Vec<(&'a str, u64)> {
     let replaced = object_replaced(entries);
     let mut views = std::collections::BTreeSet::new();
     entries
         .iter()
         .filter_map(|entry| match &entry.event {
             Event::View { view, change, entry: id, .. }
-                if views.insert((lineage(&replaced, entry.at_us), *view)) && change == "evict" =>
+                if views.insert((lineage(&replaced, entry.at_us), *view)) && change == kind =>
             {
                 Some((id.as_str(), entry.at_us))
             }
