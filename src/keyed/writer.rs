@@ -800,10 +800,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 }
                 // It may still land, later than the read-back: a later read
                 // that shows its nonce renews the term from its send.
+                // A leave is not given up here: `leave_now` reads again and
+                // sends another against the version it finds, until a read
+                // shows the entry gone. If this one lands first, the next
+                // loses its race; if the next lands first, this one does.
                 self.shared.core().unresolved(&planned, sent_at);
-                if planned.kind == WriteKind::Leave {
-                    self.shared.core().finish();
-                }
                 Ok(Sent::Unsettled)
             }
         }
@@ -873,19 +874,27 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         // The term is over for every key the moment leaving starts.
         self.publish_term(tasks);
         self.stop_keys(tasks, &keys, stop_by).await;
+        // Whether the core has just taken in a read: a leave of unknown
+        // outcome was read back already, and the next one is planned from
+        // that read at once, which keeps the window for a lost race short.
+        let mut read_back = false;
         while self.now() < deadline {
-            let (read, arrived) = self.read().await;
-            if matches!(read, Read::Failed) {
-                let retry = self.now() + self.timing().renew_interval / 8;
-                self.shared.clock.sleep_until(retry.min(deadline)).await;
-                continue;
+            if !read_back {
+                let (read, arrived) = self.read().await;
+                if matches!(read, Read::Failed) {
+                    let retry = self.now() + self.timing().renew_interval / 8;
+                    self.shared.clock.sleep_until(retry.min(deadline)).await;
+                    continue;
+                }
+                self.take_in(read, arrived, tasks).await;
             }
-            self.take_in(read, arrived, tasks).await;
             let plan = self.shared.core().plan(self.now(), String::new());
             let Ok(Some(planned)) = plan else { break };
-            let sent = self.send(planned, tasks).await?;
-            if sent == Sent::Landed || self.shared.core().phase == super::core::Phase::Finished {
-                break;
+            match self.send(planned, tasks).await? {
+                Sent::Landed => break,
+                _ if self.shared.core().phase == super::core::Phase::Finished => break,
+                Sent::Unsettled => read_back = true,
+                Sent::Lost => read_back = false,
             }
         }
         self.shared.core().finish();
