@@ -1,9 +1,11 @@
 //! How long a keyed world's keys take to reach another member after a
-//! member leaves gracefully or crashes, and to reach a member that joins:
-//! the measured side of the bounds W + P + 2 RTT (leave), TTL·(1+ρ) + 2P +
-//! lock-delay + 3 RTT (crash) and P + W + P + 3 RTT (join) that scenario
-//! files may assert with `max_leave_handoff_ms`, `max_crash_handoff_ms`
-//! and `max_join_handoff_ms`.
+//! member leaves gracefully or crashes, to reach a member that joins, and
+//! to start at all on an object a member created: the measured side of the
+//! bounds W + P + 2 RTT (leave), TTL·(1+ρ) + 2P + lock-delay + 3 RTT
+//! (crash), P + W + P + 3 RTT (join) and (TTL + lock-delay)·(1+ρ) + R/8 +
+//! 2 RTT (creation) that scenario files may assert with `max_leave_handoff_ms`,
+//! `max_crash_handoff_ms`, `max_join_handoff_ms` and
+//! `max_create_handoff_ms`.
 
 use crate::history::{Entry, Event};
 use crate::invariants::KeyedFacts;
@@ -70,6 +72,38 @@ pub fn joins(entries: &[Entry], intervals: &Intervals, keyed: &KeyedFacts) -> Ve
         .collect()
 }
 
+/// Creation times in µs: one figure per membership object a member
+/// created, from the commit of its first view to the first key any member
+/// started on it. No view of a new object is active before its creator's
+/// wait (its TTL and lock-delay from the creation's reply) is over, and the
+/// creator adopts the view, so making it active, as that wait ends, or one
+/// retry gap (R/8) after its last request if that is later. Left
+/// out: objects an operator wrote (their first view names no member), and
+/// objects nobody acted on before the next replacement.
+pub fn creations(entries: &[Entry], intervals: &Intervals) -> Vec<u64> {
+    let replaced = object_replaced(entries);
+    // The first view of each object: which object, when, and whether a
+    // member (not the reset tool's placeholder) made it.
+    let mut firsts: Vec<(usize, u64, bool)> = Vec::new();
+    for entry in entries {
+        if let Event::View { entry: id, .. } = &entry.event {
+            let object = lineage(&replaced, entry.at_us);
+            if firsts.last().is_none_or(|(last, ..)| *last != object) {
+                firsts.push((object, entry.at_us, id != hoplock::keyed::RESET_ENTRY_ID));
+            }
+        }
+    }
+    firsts
+        .into_iter()
+        .filter(|(.., by_member)| *by_member)
+        .filter_map(|(object, at_us, _)| {
+            let until = replaced.get(object).copied().unwrap_or(u64::MAX);
+            let first = intervals.values().flatten().map(|a| a.start_us).filter(|&s| s >= at_us && s < until).min()?;
+            Some(first - at_us)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +150,28 @@ mod tests {
         let keyed = KeyedFacts::default();
         let joins = joins(&entries, &intervals(&entries), &keyed);
         assert_eq!(joins, [1_300_000], "a and d joined before anyone acted; c never acted");
+    }
+
+    #[test]
+    fn a_creation_is_timed_from_its_first_view_to_the_first_key_on_the_object() {
+        let view = |ms: u64, view: u64, id: &str| {
+            at(ms, "s3", Event::View { view, members: vec![], change: "join".into(), entry: id.into() })
+        };
+        let entries = [
+            view(100, 1, "a"),
+            view(300, 2, "b"),
+            started(6_200, "b", 1, 2),
+            started(6_400, "a", 2, 1),
+            at(20_000, "world", Event::Fault { action: "delete-members".into() }),
+            // Recreated by a member: timed from its own first view.
+            view(21_000, 9, "b"),
+            started(27_500, "b", 1, 9),
+            at(40_000, "world", Event::Fault { action: "reset-members".into() }),
+            // Written by the reset tool: not a creation.
+            view(40_000, 20, hoplock::keyed::RESET_ENTRY_ID),
+            started(47_000, "a", 2, 20),
+        ];
+        let creations = creations(&entries, &intervals(&entries));
+        assert_eq!(creations, [6_100_000, 6_500_000]);
     }
 }

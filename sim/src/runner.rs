@@ -101,6 +101,9 @@ pub struct Stats {
     /// In keyed worlds, from each join's commit to the joiner's first key
     /// starting, µs.
     pub join_handoffs_us: Vec<u64>,
+    /// In keyed worlds, from the commit of each object a member created to
+    /// the first key started on it, µs.
+    pub create_handoffs_us: Vec<u64>,
     /// In keyed worlds, fenced writes the downstream received.
     pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
@@ -1095,11 +1098,12 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
     }
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
     let (mut leave_handoffs_us, mut crash_handoffs_us, mut stale_keyed, mut fenced_writes) = (vec![], vec![], 0, 0);
-    let mut join_handoffs_us = Vec::new();
+    let (mut join_handoffs_us, mut create_handoffs_us) = (Vec::new(), Vec::new());
     if let Some(keyed) = &context.keyed {
         let acting = invariants::keyed_acting::intervals(entries);
         (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
         join_handoffs_us = crate::keyed_handoffs::joins(entries, &acting, keyed);
+        create_handoffs_us = crate::keyed_handoffs::creations(entries, &acting);
         (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
     }
     Stats {
@@ -1137,6 +1141,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         leave_handoffs_us,
         crash_handoffs_us,
         join_handoffs_us,
+        create_handoffs_us,
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
         version_lags_us: if world.keyed.is_none() {

@@ -119,6 +119,13 @@ pub struct Scenario {
     /// the joiner reads that the view is active).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_join_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest any object a member created
+    /// may take to have a key started on it, from the creation's commit
+    /// ((TTL + lock-delay)·(1+ρ) + R/8 + 2 RTT in the design: the creator's
+    /// wait, then its adoption, which makes the view active; the adoption
+    /// comes a retry gap, R/8, after the creator's last request at most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_create_handoff_ms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -367,6 +374,7 @@ impl Scenario {
             max_leave_handoff_ms: None,
             max_crash_handoff_ms: None,
             max_join_handoff_ms: None,
+            max_create_handoff_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -453,6 +461,7 @@ impl Scenario {
         let slow_leaves = over_bound_ms(reports, self.max_leave_handoff_ms, |stats| &stats.leave_handoffs_us);
         let slow_crashes = over_bound_ms(reports, self.max_crash_handoff_ms, |stats| &stats.crash_handoffs_us);
         let slow_joins = over_bound_ms(reports, self.max_join_handoff_ms, |stats| &stats.join_handoffs_us);
+        let slow_creations = over_bound_ms(reports, self.max_create_handoff_ms, |stats| &stats.create_handoffs_us);
         Verdict {
             found,
             missing,
@@ -466,6 +475,7 @@ impl Scenario {
             slow_leaves,
             slow_crashes,
             slow_joins,
+            slow_creations,
         }
     }
 }
@@ -547,6 +557,9 @@ pub struct Verdict {
     pub slow_crashes: Vec<(u64, f64)>,
     /// Runs with a keyed join slower than `max_join_handoff_ms`.
     pub slow_joins: Vec<(u64, f64)>,
+    /// Runs with a created object slower to act on than
+    /// `max_create_handoff_ms`.
+    pub slow_creations: Vec<(u64, f64)>,
 }
 
 impl Verdict {
@@ -566,7 +579,8 @@ impl Verdict {
             && self.lost_terms.is_empty()
             && self.slow_leaves.is_empty()
             && self.slow_crashes.is_empty()
-            && self.slow_joins.is_empty())
+            && self.slow_joins.is_empty()
+            && self.slow_creations.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -585,6 +599,7 @@ impl Verdict {
             .or_else(|| self.slow_leaves.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_crashes.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_joins.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_creations.first().map(|(seed, _)| *seed))
     }
 }
 
@@ -780,7 +795,7 @@ mod tests {
 
     #[test]
     fn a_keyed_handoff_slower_than_its_bound_is_unexpected() {
-        let report = |seed, leaves_ms: &[u64], crashes_ms: &[u64], joins_ms: &[u64]| Report {
+        let report = |seed, leaves_ms: &[u64], crashes_ms: &[u64], joins_ms: &[u64], creations_ms: &[u64]| Report {
             seed,
             entries: Vec::new(),
             trace_hash: 0,
@@ -789,22 +804,27 @@ mod tests {
                 leave_handoffs_us: leaves_ms.iter().map(|ms| ms * 1000).collect(),
                 crash_handoffs_us: crashes_ms.iter().map(|ms| ms * 1000).collect(),
                 join_handoffs_us: joins_ms.iter().map(|ms| ms * 1000).collect(),
+                create_handoffs_us: creations_ms.iter().map(|ms| ms * 1000).collect(),
                 ..Default::default()
             },
         };
         let reports = [
-            report(0, &[800], &[6_500], &[900]),
-            report(1, &[2_600], &[6_600], &[1_000]),
-            report(2, &[900], &[11_000], &[1_000]),
-            report(3, &[900], &[6_000], &[1_900]),
+            report(0, &[800], &[6_500], &[900], &[6_100]),
+            report(1, &[2_600], &[6_600], &[1_000], &[6_100]),
+            report(2, &[900], &[11_000], &[1_000], &[6_100]),
+            report(3, &[900], &[6_000], &[1_900], &[6_100]),
+            report(4, &[900], &[6_000], &[1_000], &[7_300]),
         ];
-        let text =
-            format!("max_leave_handoff_ms = 2300\nmax_crash_handoff_ms = 10200\nmax_join_handoff_ms = 1500\n{MINIMAL}");
+        let text = format!(
+            "max_leave_handoff_ms = 2300\nmax_crash_handoff_ms = 10200\nmax_join_handoff_ms = 1500\n\
+             max_create_handoff_ms = 6500\n{MINIMAL}"
+        );
         let bounded = Scenario::parse("s.toml", &text).unwrap();
         let verdict = bounded.verdict(&reports);
         assert_eq!(verdict.slow_leaves, vec![(1, 2600.0)]);
         assert_eq!(verdict.slow_crashes, vec![(2, 11000.0)]);
         assert_eq!(verdict.slow_joins, vec![(3, 1900.0)]);
+        assert_eq!(verdict.slow_creations, vec![(4, 7300.0)]);
         assert!(!verdict.as_expected());
         assert_eq!(verdict.replay_seed(), Some(1));
     }

@@ -270,10 +270,12 @@ impl Core {
         let Some((record, version)) = read else {
             self.version = None;
             self.read_missing = true;
-            return match (self.highest_view > 0, self.create_at()) {
-                (true, _) => Observed::Vanished,
-                (false, None) => Observed::Absent,
-                (false, Some(_)) => Observed::Current,
+            return if self.vanished() {
+                Observed::Vanished
+            } else if self.create_at().is_some() {
+                Observed::Current
+            } else {
+                Observed::Absent
             };
         };
         let newest_view = self.newest.as_ref().map_or(0, |seen| seen.record.view);
@@ -443,11 +445,6 @@ impl Core {
         self.hold_new_until
     }
 
-    /// The instant before which a creator adopts no view.
-    pub fn withhold_adoption_until(&self) -> Instant {
-        self.withhold_adoption_until
-    }
-
     /// The earliest instant an entry this member watches may be evicted.
     pub fn next_eviction(&self) -> Option<Instant> {
         let seen = self.newest.as_ref()?;
@@ -468,21 +465,33 @@ impl Core {
     /// Whether a write is due without waiting for the next read: a
     /// renewal, an eviction, or an adoption that was held back.
     pub fn write_due(&self, now: Instant) -> bool {
-        let adoption_due = matches!(self.phase, Phase::Member { .. })
-            && self.newest.as_ref().is_some_and(|seen| self.adoption_pending(&seen.record, now))
-            && self.to_stop(now).is_empty();
+        let adoption_due = self.adoption_due().is_some_and(|due| now >= due) && self.to_stop(now).is_empty();
         adoption_due
             || self.renewal_due().is_some_and(|due| now >= due)
             || self.next_eviction().is_some_and(|due| now >= due)
     }
 
+    /// When this member's adoption of the newest view is due: at once, or,
+    /// for a creator, at the end of its wait. `None` when it has adopted
+    /// that view, or has no object to write to. The shell wakes for it as
+    /// for a renewal: a creator whose wait ends just after a read would
+    /// otherwise keep its new object inactive until its next read.
+    pub fn adoption_due(&self) -> Option<Instant> {
+        let seen = self.newest.as_ref().filter(|_| self.version.is_some())?;
+        let pending = matches!(self.phase, Phase::Member { .. }) && self.unadopted(&seen.record);
+        pending.then_some(self.withhold_adoption_until)
+    }
+
     /// Whether this incarnation has an entry in `record` that has not
     /// adopted its view, and may adopt it now.
     fn adoption_pending(&self, record: &MembershipRecord, now: Instant) -> bool {
-        now >= self.withhold_adoption_until
-            && record
-                .entry(&self.me.id)
-                .is_some_and(|e| e.is(&self.me.id, &self.incarnation) && e.adopted < record.view)
+        now >= self.withhold_adoption_until && self.unadopted(record)
+    }
+
+    /// Whether this incarnation has an entry in `record` that has not
+    /// adopted its view.
+    fn unadopted(&self, record: &MembershipRecord) -> bool {
+        record.entry(&self.me.id).is_some_and(|e| e.is(&self.me.id, &self.incarnation) && e.adopted < record.view)
     }
 
     /// When this member's next renewal is due.
@@ -1203,7 +1212,7 @@ mod tests {
         let mut object = Object::default();
         step(&mut a, &mut object, at(0));
         let wait = at(0) + TTL + a.timing.lock_delay;
-        assert_eq!(a.withhold_adoption_until(), wait, "no view of the new object is active before");
+        assert_eq!(a.withhold_adoption_until, wait, "no view of the new object is active before");
         assert_eq!(a.hold_new_until(), wait, "and no key starts before");
     }
 

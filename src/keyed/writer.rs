@@ -538,12 +538,13 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     }
 
     /// The next instant something is due: a read, a renewal, an eviction,
-    /// the end of the term while keys run, or the end of a hold on new keys.
+    /// an adoption, the end of the term while keys run, or the end of a
+    /// hold on new keys.
     fn next_wake(&self, next_read: Instant, retry_at: Instant, tasks: &Tasks) -> Instant {
         let core = self.shared.core();
         let now = self.now();
         let mut wake = next_read;
-        for due in [core.renewal_due(), core.next_eviction()].into_iter().flatten() {
+        for due in [core.renewal_due(), core.next_eviction(), core.adoption_due()].into_iter().flatten() {
             wake = wake.min(due.max(retry_at));
         }
         if !tasks.is_empty()
@@ -551,10 +552,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         {
             wake = wake.min(end);
         }
-        for held in [core.hold_new_until(), core.withhold_adoption_until()] {
-            if held > now {
-                wake = wake.min(held);
-            }
+        let held = core.hold_new_until();
+        if held > now {
+            wake = wake.min(held);
         }
         wake
     }

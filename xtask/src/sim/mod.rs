@@ -493,6 +493,12 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_join_handoff_ms.unwrap_or_default();
         eprintln!("  seed {seed} took {ms:.0} ms from a join to the joiner's first key; the bound is {bound} ms");
     }
+    for (seed, ms) in &outcome.verdict.slow_creations {
+        let bound = named.scenario.max_create_handoff_ms.unwrap_or_default();
+        eprintln!(
+            "  seed {seed} took {ms:.0} ms from creating the membership object to its first key; the bound is {bound} ms"
+        );
+    }
     for (seed, lost) in &outcome.verdict.lost_terms {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
@@ -550,6 +556,7 @@ struct JsonScenario<'a> {
     slow_leaves: Vec<(u64, f64)>,
     slow_crashes: Vec<(u64, f64)>,
     slow_joins: Vec<(u64, f64)>,
+    slow_creations: Vec<(u64, f64)>,
     /// Replayed seeds whose second trace differed: seed, first and second
     /// trace hash.
     diverged: Vec<(u64, String, String)>,
@@ -586,6 +593,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             slow_leaves: outcome.verdict.slow_leaves.clone(),
             slow_crashes: outcome.verdict.slow_crashes.clone(),
             slow_joins: outcome.verdict.slow_joins.clone(),
+            slow_creations: outcome.verdict.slow_creations.clone(),
             diverged: outcome
                 .diverged
                 .iter()
