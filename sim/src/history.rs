@@ -79,9 +79,16 @@ pub enum Event {
     /// A keyed member incarnation started acting for key `k{key}`, fenced
     /// by `round`.
     KeyStarted { key: u32, round: u64, incarnation: String },
-    /// It stopped acting for the key: its work saw the context cancelled,
-    /// or the member aborted it.
-    KeyStopped { key: u32, round: u64, incarnation: String },
+    /// It stopped acting for the key: its work saw the context cancelled
+    /// and wound down, or (`aborted`) it was dropped before it had: the
+    /// member aborted it, its term's guard ended it, or its host crashed.
+    KeyStopped {
+        key: u32,
+        round: u64,
+        incarnation: String,
+        #[serde(default)]
+        aborted: bool,
+    },
     /// A keyed member's work wrote key `k{key}` downstream, fenced by
     /// `round`: sent at `sent_us`, recorded when it arrived. `sequence` is
     /// the order the downstream stored its writes in (shared with

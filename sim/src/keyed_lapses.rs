@@ -20,7 +20,7 @@ pub fn lost_terms(entries: &[Entry]) -> usize {
     let mut lapses: BTreeSet<(&str, u64)> = BTreeSet::new();
     for entry in entries {
         match &entry.event {
-            Event::KeyStopped { key, round, incarnation } => {
+            Event::KeyStopped { key, round, incarnation, .. } => {
                 stopped.insert((incarnation.as_str(), *key), *round);
             }
             Event::KeyStarted { key, round, incarnation } => {

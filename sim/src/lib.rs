@@ -7,6 +7,7 @@ pub mod downstream;
 pub mod follower_reads;
 pub mod history;
 pub mod invariants;
+pub mod keyed_aborts;
 pub mod keyed_handoffs;
 pub mod keyed_lapses;
 pub mod mix;

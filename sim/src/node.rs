@@ -436,13 +436,16 @@ struct Acting {
     key: u32,
     round: u64,
     incarnation: String,
+    /// Whether the work saw its right to act cancelled and wound down; a
+    /// drop before then is an abort.
+    wound_down: bool,
 }
 
 impl Acting {
     fn start(events: tokio::sync::mpsc::UnboundedSender<Note>, key: u32, round: u64, incarnation: String) -> Acting {
         let now = turmoil::sim_elapsed().unwrap_or_default();
         let _ = events.send(Note::Event(now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
-        Acting { events, key, round, incarnation }
+        Acting { events, key, round, incarnation, wound_down: false }
     }
 
     /// Sends one fenced write for the key, at its round.
@@ -538,6 +541,8 @@ impl KeyWork {
             // Real work takes a while to wind down; the member waits for it
             // before the key may move.
             work.clock.sleep_until(work.clock.now() + work.work_stop).await;
+            let mut acting = acting;
+            acting.wound_down = true;
             drop(acting);
         }
     }
@@ -661,7 +666,7 @@ impl Drop for Acting {
         // nothing.
         if let Some(now) = turmoil::sim_elapsed() {
             let incarnation = std::mem::take(&mut self.incarnation);
-            let event = Event::KeyStopped { key: self.key, round: self.round, incarnation };
+            let event = Event::KeyStopped { key: self.key, round: self.round, incarnation, aborted: !self.wound_down };
             let _ = self.events.send(Note::Event(now, event));
         }
     }

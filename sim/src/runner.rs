@@ -104,6 +104,9 @@ pub struct Stats {
     /// In keyed worlds, from the commit of each object a member created to
     /// the first key started on it, µs.
     pub create_handoffs_us: Vec<u64>,
+    /// In keyed worlds, key stops whose work was dropped before it wound
+    /// down, a crashed node's left out ([`crate::keyed_aborts`]).
+    pub aborted_stops: usize,
     /// In keyed worlds, fenced writes the downstream received.
     pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
@@ -426,6 +429,9 @@ enum OperatorOp {
     WriteMembers(Vec<u8>),
     /// The membership object stored again with its view this much lower.
     StaleMembers(u64),
+    /// The membership object stored again without this member's entry, at
+    /// the same view.
+    DropMember(String),
     /// `hoplock members reset --force`: the operator's own code plans the
     /// object, so the simulator judges what the tool writes.
     ResetMembers(MembershipReset),
@@ -483,6 +489,17 @@ impl OperatorOp {
                 if record.change.kind == hoplock::keyed::record::ChangeKind::Join {
                     record.last_join = record.view;
                 }
+                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
+            }
+            OperatorOp::DropMember(member) => {
+                let Some(mut record) =
+                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
+                else {
+                    return;
+                };
+                // Nothing else changes, the view number included: the
+                // members must see that the view they know was rewritten.
+                record.entries.retain(|entry| entry.id != member);
                 s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
             }
             OperatorOp::ResetMembers(reset) => {
@@ -716,6 +733,9 @@ fn apply(
         Action::WriteMembers { raw: Some(raw), .. } => {
             controls.operate(OperatorOp::WriteMembers(raw.as_bytes().to_vec()))
         }
+        Action::WriteMembers { drop_member: Some(member), .. } => {
+            controls.operate(OperatorOp::DropMember(member.clone()))
+        }
         Action::WriteMembers { views_back, .. } => controls.operate(OperatorOp::StaleMembers(views_back.unwrap_or(0))),
         // The settings were checked when the scenario was validated.
         Action::ResetMembers { view_floor, wait_ms } => {
@@ -871,12 +891,25 @@ pub fn validate(world: &World) -> Result<(), SimError> {
             );
             return invalid("schedule".into(), message);
         }
-        if let Action::WriteMembers { raw, views_back } = &scheduled.action
-            && raw.is_some() == views_back.is_some()
-        {
-            let message =
-                format!("the schedule at {} ms: write-members takes either raw or views_back", scheduled.at_ms);
-            return invalid("schedule".into(), message);
+        if let Action::WriteMembers { raw, views_back, drop_member } = &scheduled.action {
+            let given = [raw.is_some(), views_back.is_some(), drop_member.is_some()];
+            if given.iter().filter(|&&is| is).count() != 1 {
+                let message = format!(
+                    "the schedule at {} ms: write-members takes exactly one of raw, views_back and drop_member",
+                    scheduled.at_ms
+                );
+                return invalid("schedule".into(), message);
+            }
+            let member_ids = || world.nodes.iter().map(|node| node.owner.as_deref().unwrap_or(&node.name));
+            if let Some(member) = drop_member
+                && !member_ids().any(|id| id == member)
+            {
+                let message = format!(
+                    "the schedule at {} ms: write-members drop_member names {member:?}, which is no member's id",
+                    scheduled.at_ms
+                );
+                return invalid("schedule".into(), message);
+            }
         }
         if let Action::ResetMembers { view_floor, wait_ms } = &scheduled.action
             && let Err(error) = MembershipReset::new(*view_floor, Duration::from_millis(*wait_ms))
@@ -1142,6 +1175,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         crash_handoffs_us,
         join_handoffs_us,
         create_handoffs_us,
+        aborted_stops: if world.keyed.is_some() { crate::keyed_aborts::aborted_stops(entries) } else { 0 },
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),
         version_lags_us: if world.keyed.is_none() {

@@ -103,6 +103,13 @@ pub struct Scenario {
     /// through is not unsafe, but every needless handover costs downtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_lost_terms: Option<u64>,
+    /// A bound for keyed worlds: the most key stops any run may make by
+    /// dropping work before it wound down, leaving out a crashed node's
+    /// ([`crate::keyed_aborts`]). A key that moves while its member's term
+    /// holds must be given until the term's end to stop; work that honours
+    /// cancellation then always winds down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_aborted_stops: Option<u64>,
     /// A bound for keyed worlds: the longest any graceful leave may take to
     /// hand its keys on, from the scheduled stop to the last of them
     /// starting elsewhere (W + P + 2 RTT in the design).
@@ -371,6 +378,7 @@ impl Scenario {
             max_version_lag_ms: None,
             max_stop_ms: None,
             max_lost_terms: None,
+            max_aborted_stops: None,
             max_leave_handoff_ms: None,
             max_crash_handoff_ms: None,
             max_join_handoff_ms: None,
@@ -450,14 +458,8 @@ impl Scenario {
         };
         let late_reads = over_bound_ms(reports, self.max_version_lag_ms, |stats| &stats.version_lags_us);
         let slow_stops = over_bound_ms(reports, self.max_stop_ms, |stats| &stats.stop_latencies_us);
-        let lost_terms = match self.max_lost_terms {
-            Some(bound) => reports
-                .iter()
-                .filter(|report| report.stats.lost_terms as u64 > bound)
-                .map(|report| (report.seed, report.stats.lost_terms))
-                .collect(),
-            None => Vec::new(),
-        };
+        let lost_terms = over_bound_count(reports, self.max_lost_terms, |stats| stats.lost_terms);
+        let aborted_stops = over_bound_count(reports, self.max_aborted_stops, |stats| stats.aborted_stops);
         let slow_leaves = over_bound_ms(reports, self.max_leave_handoff_ms, |stats| &stats.leave_handoffs_us);
         let slow_crashes = over_bound_ms(reports, self.max_crash_handoff_ms, |stats| &stats.crash_handoffs_us);
         let slow_joins = over_bound_ms(reports, self.max_join_handoff_ms, |stats| &stats.join_handoffs_us);
@@ -472,6 +474,7 @@ impl Scenario {
             slow_failovers,
             slow_stops,
             lost_terms,
+            aborted_stops,
             slow_leaves,
             slow_crashes,
             slow_joins,
@@ -494,6 +497,17 @@ fn over_bound_ms(
             let longest = durations_us(&report.stats).iter().copied().max()?;
             (longest > bound_ms.saturating_mul(1000)).then_some((report.seed, longest as f64 / 1000.0))
         })
+        .collect()
+}
+
+/// The runs whose `count` is above `bound`, if the file sets one: seed
+/// and count.
+fn over_bound_count(reports: &[Report], bound: Option<u64>, count: impl Fn(&Stats) -> usize) -> Vec<(u64, usize)> {
+    let Some(bound) = bound else { return Vec::new() };
+    reports
+        .iter()
+        .map(|report| (report.seed, count(&report.stats)))
+        .filter(|(_, count)| *count as u64 > bound)
         .collect()
 }
 
@@ -550,6 +564,9 @@ pub struct Verdict {
     pub slow_stops: Vec<(u64, f64)>,
     /// Runs that lost more terms than `max_lost_terms`: seed and count.
     pub lost_terms: Vec<(u64, usize)>,
+    /// Runs that aborted more key stops than `max_aborted_stops`: seed and
+    /// count.
+    pub aborted_stops: Vec<(u64, usize)>,
     /// Runs with a keyed leave slower than `max_leave_handoff_ms`: seed and
     /// the slowest, in milliseconds.
     pub slow_leaves: Vec<(u64, f64)>,
@@ -569,7 +586,8 @@ impl Verdict {
     }
 
     /// Whether a run broke one of the file's bounds or budgets (requests,
-    /// follower reads, failover, stop, lost terms or keyed handoffs).
+    /// follower reads, failover, stop, lost terms, aborted stops or keyed
+    /// handoffs).
     pub fn breaks_a_bound(&self) -> bool {
         !(self.over_budget.is_empty()
             && self.busy_followers.is_empty()
@@ -577,6 +595,7 @@ impl Verdict {
             && self.slow_failovers.is_empty()
             && self.slow_stops.is_empty()
             && self.lost_terms.is_empty()
+            && self.aborted_stops.is_empty()
             && self.slow_leaves.is_empty()
             && self.slow_crashes.is_empty()
             && self.slow_joins.is_empty()
@@ -596,6 +615,7 @@ impl Verdict {
             .or_else(|| self.slow_failovers.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_stops.first().map(|(seed, _)| *seed))
             .or_else(|| self.lost_terms.first().map(|(seed, _)| *seed))
+            .or_else(|| self.aborted_stops.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_leaves.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_crashes.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_joins.first().map(|(seed, _)| *seed))
@@ -732,6 +752,20 @@ mod tests {
     }
 
     #[test]
+    fn a_membership_edit_takes_exactly_one_form_and_a_known_member() {
+        let keyed = format!("{MINIMAL}\n[keyed]\nkeys = 4\n");
+        let edit = |fields: &str| format!("{keyed}\n[[schedule]]\nat_ms = 5\naction = \"write-members\"\n{fields}");
+        for fields in ["", "raw = \"x\"\nviews_back = 1\n", "views_back = 1\ndrop_member = \"a\"\n"] {
+            let err = error(&edit(fields));
+            assert_eq!(err.field, "schedule", "{err}");
+            assert!(err.message.contains("exactly one of raw, views_back and drop_member"), "{err}");
+        }
+        let err = error(&edit("drop_member = \"zz\"\n"));
+        assert!(err.message.contains("\"zz\", which is no member's id"), "{err}");
+        Scenario::parse("s.toml", &edit("drop_member = \"a\"\n")).unwrap();
+    }
+
+    #[test]
     fn zero_seeds_and_zero_ttl_are_refused() {
         let err = error(&MINIMAL.replace("expect", "seeds = 0\nexpect"));
         assert_eq!((err.line, err.field.as_str()), (2, "seeds"), "{err}");
@@ -825,6 +859,25 @@ mod tests {
         assert_eq!(verdict.slow_crashes, vec![(2, 11000.0)]);
         assert_eq!(verdict.slow_joins, vec![(3, 1900.0)]);
         assert_eq!(verdict.slow_creations, vec![(4, 7300.0)]);
+        assert!(!verdict.as_expected());
+        assert_eq!(verdict.replay_seed(), Some(1));
+    }
+
+    #[test]
+    fn an_aborted_stop_over_the_bound_is_unexpected() {
+        let report = |seed, aborted_stops| Report {
+            seed,
+            entries: Vec::new(),
+            trace_hash: 0,
+            violations: Vec::new(),
+            stats: crate::runner::Stats { aborted_stops, ..Default::default() },
+        };
+        let reports = [report(0, 0), report(1, 3)];
+        let unbounded = Scenario::parse("s.toml", MINIMAL).unwrap();
+        assert!(unbounded.verdict(&reports).as_expected());
+        let bounded = Scenario::parse("s.toml", &format!("max_aborted_stops = 0\n{MINIMAL}")).unwrap();
+        let verdict = bounded.verdict(&reports);
+        assert_eq!(verdict.aborted_stops, vec![(1, 3)]);
         assert!(!verdict.as_expected());
         assert_eq!(verdict.replay_seed(), Some(1));
     }

@@ -445,14 +445,18 @@ pub enum Action {
     /// members (a lifecycle rule, an operator cleaning up).
     DeleteMembers,
     /// Someone other than the members writes the membership object,
-    /// unconditionally: `raw` bytes (a corrupt object), or, with
-    /// `views_back`, the object as it stands with its view that many lower
-    /// (a stale copy restored over it).
+    /// unconditionally: `raw` bytes (a corrupt object); with `views_back`,
+    /// the object as it stands with its view that many lower (a stale copy
+    /// restored over it); or, with `drop_member`, the object as it stands
+    /// without that member's entry and with its view unchanged (a hand edit
+    /// that forgot to raise the view).
     WriteMembers {
         #[serde(default)]
         raw: Option<String>,
         #[serde(default)]
         views_back: Option<u64>,
+        #[serde(default)]
+        drop_member: Option<String>,
     },
     /// What `hoplock members reset --view-floor --wait --force` does: a new
     /// membership object at the floor (or above the stored view), held
@@ -619,6 +623,9 @@ impl Action {
             Action::ResetKey { generation_floor } => label.push_str(&format!(" floor {generation_floor}")),
             Action::WriteMembers { raw: Some(_), .. } => label.push_str(" (corrupt bytes)"),
             Action::WriteMembers { views_back: Some(back), .. } => label.push_str(&format!(" {back} views back")),
+            Action::WriteMembers { drop_member: Some(member), .. } => {
+                label.push_str(&format!(" without {member} at the same view"))
+            }
             Action::ResetMembers { view_floor, wait_ms } => {
                 label.push_str(&format!(" floor {view_floor} wait {wait_ms} ms"))
             }

@@ -154,7 +154,7 @@ pub(crate) mod tests {
     }
 
     pub fn stopped(ms: u64, node: &str, key: u32, round: u64) -> Entry {
-        at(ms, node, Event::KeyStopped { key, round, incarnation: format!("{node}-1") })
+        at(ms, node, Event::KeyStopped { key, round, incarnation: format!("{node}-1"), aborted: false })
     }
 
     #[test]

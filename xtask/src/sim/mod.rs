@@ -503,6 +503,10 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
     }
+    for (seed, aborted) in &outcome.verdict.aborted_stops {
+        let bound = named.scenario.max_aborted_stops.unwrap_or_default();
+        eprintln!("  seed {seed} aborted {aborted} key(s) before their work wound down; the bound is {bound}");
+    }
     for finding in &outcome.verdict.missing {
         let ran = seeds(&named.scenario, options);
         eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
@@ -553,6 +557,7 @@ struct JsonScenario<'a> {
     slow_failovers: Vec<(u64, f64)>,
     slow_stops: Vec<(u64, f64)>,
     lost_terms: Vec<(u64, usize)>,
+    aborted_stops: Vec<(u64, usize)>,
     slow_leaves: Vec<(u64, f64)>,
     slow_crashes: Vec<(u64, f64)>,
     slow_joins: Vec<(u64, f64)>,
@@ -590,6 +595,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             slow_failovers: outcome.verdict.slow_failovers.clone(),
             slow_stops: outcome.verdict.slow_stops.clone(),
             lost_terms: outcome.verdict.lost_terms.clone(),
+            aborted_stops: outcome.verdict.aborted_stops.clone(),
             slow_leaves: outcome.verdict.slow_leaves.clone(),
             slow_crashes: outcome.verdict.slow_crashes.clone(),
             slow_joins: outcome.verdict.slow_joins.clone(),
