@@ -10,6 +10,7 @@ pub mod invariants;
 pub mod keyed_aborts;
 pub mod keyed_handoffs;
 pub mod keyed_lapses;
+pub mod keyed_rewrites;
 pub mod mix;
 pub mod node;
 pub mod runner;

@@ -107,6 +107,10 @@ pub struct Stats {
     /// In keyed worlds, key stops whose work was dropped before it wound
     /// down, a crashed node's left out ([`crate::keyed_aborts`]).
     pub aborted_stops: usize,
+    /// In keyed worlds, from each rewrite of the membership object at the
+    /// same view number to the last stop of a key acted for then, µs
+    /// ([`crate::keyed_rewrites`]).
+    pub rewrite_stops_us: Vec<u64>,
     /// In keyed worlds, fenced writes the downstream received.
     pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
@@ -1131,12 +1135,13 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
     }
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
     let (mut leave_handoffs_us, mut crash_handoffs_us, mut stale_keyed, mut fenced_writes) = (vec![], vec![], 0, 0);
-    let (mut join_handoffs_us, mut create_handoffs_us) = (Vec::new(), Vec::new());
+    let (mut join_handoffs_us, mut create_handoffs_us, mut rewrite_stops_us) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(keyed) = &context.keyed {
         let acting = invariants::keyed_acting::intervals(entries);
         (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
         join_handoffs_us = crate::keyed_handoffs::joins(entries, &acting, keyed);
         create_handoffs_us = crate::keyed_handoffs::creations(entries, &acting);
+        rewrite_stops_us = crate::keyed_rewrites::rewrite_stops(entries, &acting, context.end_us);
         (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
     }
     Stats {
@@ -1175,6 +1180,7 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         crash_handoffs_us,
         join_handoffs_us,
         create_handoffs_us,
+        rewrite_stops_us,
         aborted_stops: if world.keyed.is_some() { crate::keyed_aborts::aborted_stops(entries) } else { 0 },
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),

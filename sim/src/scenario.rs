@@ -133,6 +133,12 @@ pub struct Scenario {
     /// comes a retry gap, R/8, after the creator's last request at most).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_create_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest any key may still be acted
+    /// for after someone rewrote the membership object at a view number
+    /// the members know (P + a read's round trip in the design: members
+    /// fail closed at their next read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rewrite_stop_ms: Option<u64>,
     /// How long each run lasts, in simulated milliseconds.
     pub duration_ms: u64,
     /// turmoil's tick, in milliseconds.
@@ -383,6 +389,7 @@ impl Scenario {
             max_crash_handoff_ms: None,
             max_join_handoff_ms: None,
             max_create_handoff_ms: None,
+            max_rewrite_stop_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
             network: world.network,
@@ -464,6 +471,7 @@ impl Scenario {
         let slow_crashes = over_bound_ms(reports, self.max_crash_handoff_ms, |stats| &stats.crash_handoffs_us);
         let slow_joins = over_bound_ms(reports, self.max_join_handoff_ms, |stats| &stats.join_handoffs_us);
         let slow_creations = over_bound_ms(reports, self.max_create_handoff_ms, |stats| &stats.create_handoffs_us);
+        let slow_rewrite_stops = over_bound_ms(reports, self.max_rewrite_stop_ms, |stats| &stats.rewrite_stops_us);
         Verdict {
             found,
             missing,
@@ -479,6 +487,7 @@ impl Scenario {
             slow_crashes,
             slow_joins,
             slow_creations,
+            slow_rewrite_stops,
         }
     }
 }
@@ -577,6 +586,9 @@ pub struct Verdict {
     /// Runs with a created object slower to act on than
     /// `max_create_handoff_ms`.
     pub slow_creations: Vec<(u64, f64)>,
+    /// Runs in which a key was acted for longer than `max_rewrite_stop_ms`
+    /// after a rewrite of the object at the same view.
+    pub slow_rewrite_stops: Vec<(u64, f64)>,
 }
 
 impl Verdict {
@@ -599,7 +611,8 @@ impl Verdict {
             && self.slow_leaves.is_empty()
             && self.slow_crashes.is_empty()
             && self.slow_joins.is_empty()
-            && self.slow_creations.is_empty())
+            && self.slow_creations.is_empty()
+            && self.slow_rewrite_stops.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -620,6 +633,7 @@ impl Verdict {
             .or_else(|| self.slow_crashes.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_joins.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_creations.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_rewrite_stops.first().map(|(seed, _)| *seed))
     }
 }
 

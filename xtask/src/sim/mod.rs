@@ -499,6 +499,12 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
             "  seed {seed} took {ms:.0} ms from creating the membership object to its first key; the bound is {bound} ms"
         );
     }
+    for (seed, ms) in &outcome.verdict.slow_rewrite_stops {
+        let bound = named.scenario.max_rewrite_stop_ms.unwrap_or_default();
+        eprintln!(
+            "  seed {seed} acted for a key {ms:.0} ms after the membership object was rewritten at a view the members know; the bound is {bound} ms"
+        );
+    }
     for (seed, lost) in &outcome.verdict.lost_terms {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
@@ -562,6 +568,7 @@ struct JsonScenario<'a> {
     slow_crashes: Vec<(u64, f64)>,
     slow_joins: Vec<(u64, f64)>,
     slow_creations: Vec<(u64, f64)>,
+    slow_rewrite_stops: Vec<(u64, f64)>,
     /// Replayed seeds whose second trace differed: seed, first and second
     /// trace hash.
     diverged: Vec<(u64, String, String)>,
@@ -600,6 +607,7 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             slow_crashes: outcome.verdict.slow_crashes.clone(),
             slow_joins: outcome.verdict.slow_joins.clone(),
             slow_creations: outcome.verdict.slow_creations.clone(),
+            slow_rewrite_stops: outcome.verdict.slow_rewrite_stops.clone(),
             diverged: outcome
                 .diverged
                 .iter()
