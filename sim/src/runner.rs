@@ -436,6 +436,9 @@ enum OperatorOp {
     /// The membership object stored again without this member's entry, at
     /// the same view.
     DropMember(String),
+    /// The membership object stored again with this member's entry under
+    /// another incarnation, at the same view.
+    ReincarnateMember(String),
     /// `hoplock members reset --force`: the operator's own code plans the
     /// object, so the simulator judges what the tool writes.
     ResetMembers(MembershipReset),
@@ -504,6 +507,19 @@ impl OperatorOp {
                 // Nothing else changes, the view number included: the
                 // members must see that the view they know was rewritten.
                 record.entries.retain(|entry| entry.id != member);
+                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
+            }
+            OperatorOp::ReincarnateMember(member) => {
+                let Some(mut record) =
+                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
+                else {
+                    return;
+                };
+                // The same member id under an incarnation no process has:
+                // the view number, the change and the member ids stay.
+                for entry in record.entries.iter_mut().filter(|entry| entry.id == member) {
+                    entry.incarnation = format!("{}-copied", entry.incarnation);
+                }
                 s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
             }
             OperatorOp::ResetMembers(reset) => {
@@ -740,6 +756,9 @@ fn apply(
         Action::WriteMembers { drop_member: Some(member), .. } => {
             controls.operate(OperatorOp::DropMember(member.clone()))
         }
+        Action::WriteMembers { reincarnate_member: Some(member), .. } => {
+            controls.operate(OperatorOp::ReincarnateMember(member.clone()))
+        }
         Action::WriteMembers { views_back, .. } => controls.operate(OperatorOp::StaleMembers(views_back.unwrap_or(0))),
         // The settings were checked when the scenario was validated.
         Action::ResetMembers { view_floor, wait_ms } => {
@@ -895,21 +914,21 @@ pub fn validate(world: &World) -> Result<(), SimError> {
             );
             return invalid("schedule".into(), message);
         }
-        if let Action::WriteMembers { raw, views_back, drop_member } = &scheduled.action {
-            let given = [raw.is_some(), views_back.is_some(), drop_member.is_some()];
+        if let Action::WriteMembers { raw, views_back, drop_member, reincarnate_member } = &scheduled.action {
+            let given = [raw.is_some(), views_back.is_some(), drop_member.is_some(), reincarnate_member.is_some()];
             if given.iter().filter(|&&is| is).count() != 1 {
                 let message = format!(
-                    "the schedule at {} ms: write-members takes exactly one of raw, views_back and drop_member",
+                    "the schedule at {} ms: write-members takes exactly one of raw, views_back, drop_member and reincarnate_member",
                     scheduled.at_ms
                 );
                 return invalid("schedule".into(), message);
             }
             let member_ids = || world.nodes.iter().map(|node| node.owner.as_deref().unwrap_or(&node.name));
-            if let Some(member) = drop_member
+            if let Some(member) = drop_member.as_ref().or(reincarnate_member.as_ref())
                 && !member_ids().any(|id| id == member)
             {
                 let message = format!(
-                    "the schedule at {} ms: write-members drop_member names {member:?}, which is no member's id",
+                    "the schedule at {} ms: write-members names member {member:?}, which is no member's id",
                     scheduled.at_ms
                 );
                 return invalid("schedule".into(), message);

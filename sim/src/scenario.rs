@@ -772,11 +772,16 @@ mod tests {
         for fields in ["", "raw = \"x\"\nviews_back = 1\n", "views_back = 1\ndrop_member = \"a\"\n"] {
             let err = error(&edit(fields));
             assert_eq!(err.field, "schedule", "{err}");
-            assert!(err.message.contains("exactly one of raw, views_back and drop_member"), "{err}");
+            assert!(
+                err.message.contains("exactly one of raw, views_back, drop_member and reincarnate_member"),
+                "{err}"
+            );
         }
-        let err = error(&edit("drop_member = \"zz\"\n"));
-        assert!(err.message.contains("\"zz\", which is no member's id"), "{err}");
-        Scenario::parse("s.toml", &edit("drop_member = \"a\"\n")).unwrap();
+        for field in ["drop_member", "reincarnate_member"] {
+            let err = error(&edit(&format!("{field} = \"zz\"\n")));
+            assert!(err.message.contains("\"zz\", which is no member's id"), "{err}");
+            Scenario::parse("s.toml", &edit(&format!("{field} = \"a\"\n"))).unwrap();
+        }
     }
 
     #[test]

@@ -447,9 +447,12 @@ pub enum Action {
     /// Someone other than the members writes the membership object,
     /// unconditionally: `raw` bytes (a corrupt object); with `views_back`,
     /// the object as it stands with its view that many lower (a stale copy
-    /// restored over it); or, with `drop_member`, the object as it stands
+    /// restored over it); with `drop_member`, the object as it stands
     /// without that member's entry and with its view unchanged (a hand edit
-    /// that forgot to raise the view).
+    /// that forgot to raise the view); or, with `reincarnate_member`, the
+    /// object as it stands with that member's entry under another
+    /// incarnation, its view unchanged (an entry copied in from another
+    /// copy of the group).
     WriteMembers {
         #[serde(default)]
         raw: Option<String>,
@@ -457,6 +460,8 @@ pub enum Action {
         views_back: Option<u64>,
         #[serde(default)]
         drop_member: Option<String>,
+        #[serde(default)]
+        reincarnate_member: Option<String>,
     },
     /// What `hoplock members reset --view-floor --wait --force` does: a new
     /// membership object at the floor (or above the stored view), held
@@ -625,6 +630,9 @@ impl Action {
             Action::WriteMembers { views_back: Some(back), .. } => label.push_str(&format!(" {back} views back")),
             Action::WriteMembers { drop_member: Some(member), .. } => {
                 label.push_str(&format!(" without {member} at the same view"))
+            }
+            Action::WriteMembers { reincarnate_member: Some(member), .. } => {
+                label.push_str(&format!(" with {member} reincarnated at the same view"))
             }
             Action::ResetMembers { view_floor, wait_ms } => {
                 label.push_str(&format!(" floor {view_floor} wait {wait_ms} ms"))
