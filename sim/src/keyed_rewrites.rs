@@ -4,17 +4,14 @@
 //!
 //! A member that reads a view number it has seen with other members (an
 //! entry removed by hand, or one copied in under another incarnation, the
-//! view left as it was) must fail closed: it
-//! stops every key at once and acts for nothing until a newer view shows
-//! up. It reads the object every P, so every key open when the object was
-//! rewritten stops within P and a read's round trip of the rewrite.
+//! view left as it was) must fail closed: it stops every key at once and
+//! acts for nothing until a newer view shows up. It reads the object every
+//! P, so every key open when the object was rewritten stops within P and a
+//! read's round trip of the rewrite.
 
 use crate::history::{Entry, Event};
 use crate::invariants::keyed_acting::Intervals;
-
-/// How the history labels a rewrite of the object at the same view (the
-/// `write-members` forms `drop_member` and `reincarnate_member`).
-const SAME_VIEW_REWRITE: &str = "at the same view";
+use crate::world::SAME_VIEW_REWRITE;
 
 /// One figure per rewrite of the object at the same view number, in µs:
 /// from the rewrite to the last stop of a key that was being acted for

@@ -480,12 +480,7 @@ impl OperatorOp {
             OperatorOp::WriteMembers(bytes) => {
                 s3.put_direct(BUCKET, MEMBERS_KEY, bytes.into(), OPERATOR);
             }
-            OperatorOp::StaleMembers(back) => {
-                let Some(mut record) =
-                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
-                else {
-                    return;
-                };
+            OperatorOp::StaleMembers(back) => edit_members(s3, |record| {
                 // Kept a valid object: a view below 1, or a last join
                 // above the view, would be refused as corrupt instead.
                 record.view = record.view.saturating_sub(back).max(1);
@@ -496,32 +491,19 @@ impl OperatorOp {
                 if record.change.kind == hoplock::keyed::record::ChangeKind::Join {
                     record.last_join = record.view;
                 }
-                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
-            }
+            }),
+            // Nothing else changes, the view number included: the members
+            // must see that the view they know was rewritten.
             OperatorOp::DropMember(member) => {
-                let Some(mut record) =
-                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
-                else {
-                    return;
-                };
-                // Nothing else changes, the view number included: the
-                // members must see that the view they know was rewritten.
-                record.entries.retain(|entry| entry.id != member);
-                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
+                edit_members(s3, |record| record.entries.retain(|entry| entry.id != member))
             }
-            OperatorOp::ReincarnateMember(member) => {
-                let Some(mut record) =
-                    s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
-                else {
-                    return;
-                };
-                // The same member id under an incarnation no process has:
-                // the view number, the change and the member ids stay.
+            // The same member id under an incarnation no process has: the
+            // view number, the change and the member ids stay.
+            OperatorOp::ReincarnateMember(member) => edit_members(s3, |record| {
                 for entry in record.entries.iter_mut().filter(|entry| entry.id == member) {
                     entry.incarnation = format!("{}-copied", entry.incarnation);
                 }
-                s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
-            }
+            }),
             OperatorOp::ResetMembers(reset) => {
                 let stored = s3.object(BUCKET, MEMBERS_KEY).map(|object| object.body().to_vec());
                 // The tool's own nonce and incarnation are random; these are
@@ -536,6 +518,19 @@ impl OperatorOp {
             }
         }
     }
+}
+
+/// An edit of the membership object as it stands, written back over it
+/// unconditionally; nothing is written when the stored object is missing
+/// or is not a membership object.
+fn edit_members(s3: &FakeS3, edit: impl FnOnce(&mut MembershipRecord)) {
+    let Some(mut record) =
+        s3.object(BUCKET, MEMBERS_KEY).and_then(|object| MembershipRecord::decode(object.body()).ok())
+    else {
+        return;
+    };
+    edit(&mut record);
+    s3.put_direct(BUCKET, MEMBERS_KEY, record.encode().into(), OPERATOR);
 }
 
 impl Controls {

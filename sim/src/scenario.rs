@@ -598,8 +598,8 @@ impl Verdict {
     }
 
     /// Whether a run broke one of the file's bounds or budgets (requests,
-    /// follower reads, failover, stop, lost terms, aborted stops or keyed
-    /// handoffs).
+    /// follower reads, failover, stop, lost terms, aborted stops, keyed
+    /// handoffs or stops after a rewrite of the membership object).
     pub fn breaks_a_bound(&self) -> bool {
         !(self.over_budget.is_empty()
             && self.busy_followers.is_empty()

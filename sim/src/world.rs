@@ -535,6 +535,11 @@ fn default_outage_status() -> u16 {
 /// The node name that stands for the current leader in a scheduled action.
 pub const LEADER: &str = "@leader";
 
+/// How the history's label of a `write-members` fault ends when it rewrote
+/// the object at the view number the members know (`drop_member`,
+/// `reincarnate_member`): `keyed_rewrites` finds those rewrites by it.
+pub const SAME_VIEW_REWRITE: &str = "at the same view";
+
 impl Action {
     /// The hosts the action names, in order.
     pub fn hosts(&self) -> Vec<&str> {
@@ -629,10 +634,10 @@ impl Action {
             Action::WriteMembers { raw: Some(_), .. } => label.push_str(" (corrupt bytes)"),
             Action::WriteMembers { views_back: Some(back), .. } => label.push_str(&format!(" {back} views back")),
             Action::WriteMembers { drop_member: Some(member), .. } => {
-                label.push_str(&format!(" without {member} at the same view"))
+                label.push_str(&format!(" without {member} {SAME_VIEW_REWRITE}"))
             }
             Action::WriteMembers { reincarnate_member: Some(member), .. } => {
-                label.push_str(&format!(" with {member} reincarnated at the same view"))
+                label.push_str(&format!(" with {member} reincarnated {SAME_VIEW_REWRITE}"))
             }
             Action::ResetMembers { view_floor, wait_ms } => {
                 label.push_str(&format!(" floor {view_floor} wait {wait_ms} ms"))
