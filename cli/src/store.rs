@@ -29,7 +29,10 @@ pub struct ClientArgs {
     /// An HTTP(S) proxy for every request.
     #[arg(long)]
     pub proxy: Option<String>,
-    /// Send ETags in If-Match without quotes, for providers that need that.
+    /// Send ETags in If-Match without quotes from the start. `run` also
+    /// switches to them on its own when the store refuses a current ETag
+    /// in quotes and honours it bare; `check-s3` checks every condition in
+    /// the bare form.
     #[arg(long)]
     pub bare_etags: bool,
     /// How long one request may take.

@@ -57,6 +57,11 @@ pub struct S3Backend {
     /// AccessDenied, which S3 also answers for a missing key when the caller
     /// may not list the bucket. The next conditional create settles it.
     read_denied: Arc<AtomicBool>,
+    /// Whether `If-Match` carries the ETag without its quotes: set from
+    /// [`S3Config::etag_style`], and by [`S3Backend::verify`] when the store
+    /// honours only the bare form. Shared by every backend made from this
+    /// one, so the elector and its probes agree.
+    bare_etags: Arc<AtomicBool>,
 }
 
 /// Where requests go, resolved once from the configuration.
@@ -67,7 +72,6 @@ struct Target {
     base_path: String,
     bucket: String,
     addressing: Addressing,
-    etag_style: EtagStyle,
     request_timeout: Duration,
     operation_deadline: Duration,
     clock_skew_warning: Duration,
@@ -144,6 +148,7 @@ impl S3Backend {
             entropy,
             skew_warned: Arc::new(AtomicBool::new(false)),
             read_denied: Arc::new(AtomicBool::new(false)),
+            bare_etags: Arc::new(AtomicBool::new(config.etag_style == EtagStyle::Bare)),
         })
     }
 
@@ -329,10 +334,18 @@ impl S3Backend {
     }
 
     fn if_match(&self, version: &Version) -> String {
-        match self.target.etag_style {
-            EtagStyle::Quoted => version.as_str().to_string(),
-            EtagStyle::Bare => version.as_str().trim_matches('"').to_string(),
-        }
+        self.etag_style().render(version)
+    }
+
+    /// The form `If-Match` ETags are sent in now.
+    pub fn etag_style(&self) -> EtagStyle {
+        if self.bare_etags.load(Ordering::Relaxed) { EtagStyle::Bare } else { EtagStyle::Quoted }
+    }
+
+    /// Sends `If-Match` ETags in `style` from now on, from this backend and
+    /// every one made from it.
+    fn set_etag_style(&self, style: EtagStyle) {
+        self.bare_etags.store(style == EtagStyle::Bare, Ordering::Relaxed);
     }
 
     /// Maps an unsuccessful answer to the error the caller can act on.
@@ -590,7 +603,6 @@ impl Target {
             base_path: uri.path().trim_end_matches('/').to_string(),
             bucket: config.bucket.clone(),
             addressing: config.addressing,
-            etag_style: config.etag_style,
             request_timeout: config.request_timeout,
             operation_deadline: config.operation_deadline,
             clock_skew_warning: config.clock_skew_warning,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::credentials::CredentialSource;
 use super::transport::TransportOptions;
+use crate::backend::Version;
 
 /// How the bucket appears in request URLs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,8 +24,47 @@ pub enum EtagStyle {
     #[default]
     Quoted,
     /// Without the surrounding quotes, for providers that compare the bare
-    /// value (some Ceph deployments).
+    /// value (some Ceph deployments) or refuse the quoted form with 412
+    /// (DigitalOcean Spaces and Hetzner are reported to).
+    /// [`S3Backend::verify`](super::S3Backend::verify) switches to it on
+    /// its own when the quoted form is refused and the bare one honoured.
     Bare,
+}
+
+impl EtagStyle {
+    /// The `If-Match` value for `version` in this form: as the server
+    /// sent it, or without its quotes.
+    ///
+    /// ```
+    /// use hoplock::backend::Version;
+    /// use hoplock::s3::config::EtagStyle;
+    ///
+    /// let version = Version::new("\"5d41402a\"");
+    /// assert_eq!(EtagStyle::Quoted.render(&version), "\"5d41402a\"");
+    /// assert_eq!(EtagStyle::Bare.render(&version), "5d41402a");
+    /// ```
+    pub fn render(self, version: &Version) -> String {
+        match self {
+            EtagStyle::Quoted => version.as_str().to_string(),
+            EtagStyle::Bare => version.as_str().trim_matches('"').to_string(),
+        }
+    }
+
+    /// The other form.
+    pub fn other(self) -> EtagStyle {
+        match self {
+            EtagStyle::Quoted => EtagStyle::Bare,
+            EtagStyle::Bare => EtagStyle::Quoted,
+        }
+    }
+
+    /// The form's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            EtagStyle::Quoted => "quoted",
+            EtagStyle::Bare => "bare",
+        }
+    }
 }
 
 /// Where the lease record lives and how to reach it.

@@ -8,23 +8,22 @@
 //! reading the object back, and skipped when even that cannot tell.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use hoplock::clock::{Clock, Instant};
+use hoplock::clock::Clock;
 
 use bytes::Bytes;
 use hoplock::BackendError;
-use hoplock_testkit::linearizability::{Call, Checker, Operation, Outcome, Verdict as Linearity};
 use http::Method;
-use tokio::task::JoinSet;
 
 use super::Progress;
-use super::probe::{Answer, Condition, Probe, body, body_id};
+use super::probe::{Answer, Condition, Probe, body};
 use super::report::{Check, Report, Verdict};
 
 /// Bodies of the sequential checks: small, and all of one length, so that
 /// only their bytes differ.
-const SMALL: usize = 512;
+pub const SMALL: usize = 512;
 
 /// Bodies of the linearizability audit's writes.
 const AUDIT_BYTES: usize = 4096;
@@ -38,31 +37,51 @@ pub struct Settings {
     pub concurrency: u32,
     /// Bytes per racing write.
     pub body_bytes: usize,
+    /// How long after the last refused write every key is read again.
+    pub settle: Duration,
+    /// Whether every check sends `If-Match` ETags bare (`--bare-etags`).
+    pub bare_etags: bool,
+    /// Whether the one-at-a-time checks also write a body over 5 MiB.
+    pub thorough: bool,
 }
 
 /// A problem that ends the run: the verdict is ERROR.
 pub type Fatal = String;
 
 /// The checks, by name, in the order they run (for the progress line).
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 16] = [
     "reach the store",
+    "read lag",
+    "etag forms",
     "create",
     "compare-and-swap",
     "if-match on a missing key",
     "inverted conditions",
     "etag quality",
+    "many writes to one key",
     "racing creates",
     "racing compare-and-swaps",
     "slow-body overtake",
     "linearizability",
-    "read after write",
     "wrong secret refused",
+    "conditional delete",
+    "refused writes stay refused",
 ];
 
 /// Runs every check into `report`.
 pub async fn run_all(probe: &Probe, settings: Settings, report: &mut Report, progress: &Progress) -> Result<(), Fatal> {
-    let mut run = Run { probe, settings, report, progress, write_latencies: Vec::new() };
+    let mut run = Run {
+        probe,
+        settings,
+        report,
+        progress,
+        write_latencies: Vec::new(),
+        lag: ReadLag::default(),
+        late: Mutex::default(),
+    };
     run.reach().await?;
+    run.read_lag().await?;
+    run.etag_forms().await?;
     let created = run.create().await?;
     let swapped = run.compare_and_swap().await?;
     run.missing_key().await?;
@@ -71,18 +90,25 @@ pub async fn run_all(probe: &Probe, settings: Settings, report: &mut Report, pro
     let unsupported = run.report.checks.iter().any(|check| check.verdict == Some(Verdict::Unsupported));
     if unsupported {
         // Races of refused requests prove nothing: say so rather than fail.
-        for name in ["racing creates", "racing compare-and-swaps", "slow-body overtake", "linearizability"] {
+        for name in [
+            "many writes to one key",
+            "racing creates",
+            "racing compare-and-swaps",
+            "slow-body overtake",
+            "linearizability",
+        ] {
             run.report.checks.push(Check::skipped(name, "conditional writes are refused"));
         }
     } else {
+        run.long_run().await?;
         run.race_creates().await?;
         run.race_swaps().await?;
         run.slow_body().await?;
         run.linearizability().await?;
     }
-    run.read_after_write().await?;
     run.wrong_secret().await?;
     run.conditional_delete().await?;
+    run.refused_stay_refused().await?;
     run.latency();
     Ok(())
 }
@@ -94,6 +120,10 @@ struct Run<'a> {
     progress: &'a Progress,
     /// Round trips of conditional writes, for the latency finding.
     write_latencies: Vec<Duration>,
+    /// The store's read lag, measured first: read-backs wait it out.
+    lag: ReadLag,
+    /// Reads that showed a write the store had refused.
+    late: Mutex<Vec<String>>,
 }
 
 /// A conditional request refused loudly: 501, or 400 NotImplemented.
@@ -134,37 +164,6 @@ impl Run<'_> {
         Ok(answer)
     }
 
-    /// Reads `name` back: its write id (`None` for a missing key or bytes
-    /// not ours) and ETag. A read with no answer is tried again.
-    async fn read_back(&self, name: &str) -> Result<(Option<u64>, Option<String>), Fatal> {
-        let mut last = None;
-        for _ in 0..3 {
-            let answer = self.probe.get(0, name).await.map_err(|err| err.to_string())?;
-            self.settle(&answer, false)?;
-            match answer.status {
-                Some(200) => return Ok((body_id(&answer.body), answer.etag)),
-                Some(404) => return Ok((None, None)),
-                _ => last = Some(answer.describe()),
-            }
-        }
-        Err(format!("reading {} back failed three times: {}", self.probe.key(name), last.unwrap_or_default()))
-    }
-
-    /// Reads `name` back until it shows `expected`, for up to three
-    /// seconds: a store with stale reads shows a write late, and a check
-    /// must judge what the store holds, not what a stale read says.
-    /// Returns the last read.
-    async fn settled(&self, name: &str, expected: Option<u64>) -> Result<(Option<u64>, Option<String>), Fatal> {
-        let deadline = self.probe.clock().now() + Duration::from_secs(3);
-        loop {
-            let read = self.read_back(name).await?;
-            if read.0 == expected || self.probe.clock().now() >= deadline {
-                return Ok(read);
-            }
-            self.probe.pause(Duration::from_millis(200)).await;
-        }
-    }
-
     fn small(&self, tag: &str, id: u64) -> Bytes {
         body(&self.report.prefix, tag, id, SMALL)
     }
@@ -194,100 +193,12 @@ impl Run<'_> {
                 };
                 self.finding("clock skew (server Date minus local)", format!("{skew:+.0} s (SigV4 allows 900 s)"));
             }
+            if client == 0 {
+                self.report.server.clone_from(&answer.server);
+            }
             evidence.push(format!("{endpoint}: {}", answer.describe()));
         }
         self.push(Check::pass("reach the store", evidence.join("; ")));
-        Ok(())
-    }
-
-    /// Returns whether a create of a missing key succeeded.
-    async fn create(&mut self) -> Result<bool, Fatal> {
-        const NAME: &str = "create";
-        self.begin(NAME);
-        let first = self.put("create", &Condition::Absent, self.small("create", 1)).await?;
-        if not_supported(&first) {
-            self.push(Check::not_supported(NAME, format!("If-None-Match: * on a missing key: {}", first.describe())));
-            return Ok(false);
-        }
-        if !first.succeeded() {
-            self.push(Check::fail(
-                NAME,
-                Verdict::Unsupported,
-                format!("If-None-Match: * on a missing key was refused: {}", first.describe()),
-            ));
-            return Ok(false);
-        }
-        let second = self.put("create", &Condition::Absent, self.small("create", 2)).await?;
-        let (stored, _) = self.settled("create", Some(1)).await?;
-        let evidence = format!(
-            "missing key: {}; existing key: {}; object holds {}",
-            first.describe(),
-            second.describe(),
-            held(stored)
-        );
-        let outcome = Refusal { answer: &second, took_effect: stored == Some(2), unchanged: stored == Some(1) };
-        let check =
-            outcome.judge(NAME, Verdict::IgnoresConditions, "a create of an existing key took effect", evidence);
-        self.push(check);
-        Ok(true)
-    }
-
-    /// Returns whether a write with the current ETag succeeded.
-    async fn compare_and_swap(&mut self) -> Result<bool, Fatal> {
-        const NAME: &str = "compare-and-swap";
-        self.begin(NAME);
-        let base = self.put("cas", &Condition::None, self.small("cas", 10)).await?;
-        let Some(first) = base.etag.clone().filter(|_| base.succeeded()) else {
-            self.push(Check::skipped(NAME, format!("could not write the object to swap: {}", base.describe())));
-            return Ok(false);
-        };
-        let current = self.put("cas", &Condition::Matches(first.clone()), self.small("cas", 11)).await?;
-        if not_supported(&current) {
-            self.push(Check::not_supported(NAME, format!("If-Match with the current ETag: {}", current.describe())));
-            return Ok(false);
-        }
-        if !current.succeeded() {
-            self.push(Check::fail(
-                NAME,
-                Verdict::Unsupported,
-                format!("If-Match with the current ETag {first} was refused: {}", current.describe()),
-            ));
-            return Ok(false);
-        }
-        let second = current.etag.clone().unwrap_or_default();
-        let stale = self.put("cas", &Condition::Matches(first.clone()), self.small("cas", 12)).await?;
-        let (stored, _) = self.settled("cas", Some(11)).await?;
-        let evidence = format!(
-            "current ETag {first}: {} (new ETag {second}); replaced ETag: {}; object holds {}",
-            current.describe(),
-            stale.describe(),
-            held(stored)
-        );
-        let check = if second == first {
-            Check::fail(NAME, Verdict::WeakEtags, format!("different bytes kept the ETag {first} ({evidence})"))
-        } else {
-            let outcome = Refusal { answer: &stale, took_effect: stored == Some(12), unchanged: stored == Some(11) };
-            outcome.judge(NAME, Verdict::IgnoresConditions, "a write with a replaced ETag took effect", evidence)
-        };
-        self.push(check);
-        Ok(true)
-    }
-
-    async fn missing_key(&mut self) -> Result<(), Fatal> {
-        const NAME: &str = "if-match on a missing key";
-        self.begin(NAME);
-        let nowhere = {
-            use hoplock::entropy::Entropy as _;
-            let entropy = hoplock::entropy::OsEntropy;
-            format!("\"{:016x}{:016x}\"", entropy.next_u64(), entropy.next_u64())
-        };
-        let answer = self.put("missing", &Condition::Matches(nowhere.clone()), self.small("missing", 20)).await?;
-        let (stored, _) = self.settled("missing", None).await?;
-        let evidence =
-            format!("If-Match {nowhere} on a missing key: {}; key afterwards: {}", answer.describe(), held(stored));
-        let outcome = Refusal { answer: &answer, took_effect: stored.is_some(), unchanged: stored.is_none() };
-        let check = outcome.judge(NAME, Verdict::IgnoresConditions, "the write created the key", evidence);
-        self.push(check);
         Ok(())
     }
 
@@ -297,14 +208,15 @@ impl Run<'_> {
     async fn inverted(&mut self, created: bool, swapped: bool) -> Result<(), Fatal> {
         const NAME: &str = "inverted conditions";
         self.begin(NAME);
-        let (_, etag) = self.read_back("cas").await?;
+        let cas = format!("cas-{SMALL}");
+        let (_, etag) = self.fresh_read(&cas).await?;
         let mut conditional_reads = Vec::new();
         if let Some(etag) = &etag {
             for method in [Method::GET, Method::HEAD] {
                 let condition = Condition::Differs(etag.clone());
                 let answer = self
                     .probe
-                    .call(0, method.clone(), "cas", &condition, Bytes::new())
+                    .call(0, method.clone(), &cas, &condition, Bytes::new())
                     .await
                     .map_err(|err| err.to_string())?;
                 self.settle(&answer, false)?;
@@ -369,219 +281,7 @@ impl Run<'_> {
             ),
         };
         self.push(check);
-        if let Some((_, etag)) = etags.last() {
-            let form = if etag.starts_with('"') { "quoted" } else { "bare" };
-            let bare = etag.trim_matches('"').to_owned();
-            let answer = self.put("etag", &Condition::Matches(bare.clone()), self.small("etag", 36)).await?;
-            let accepted = if answer.succeeded() { "accepted" } else { "refused" };
-            self.finding(
-                "ETag forms",
-                format!(
-                    "answers carry {form} ETags; If-Match with the bare ETag {bare}: {} ({accepted})",
-                    answer.describe()
-                ),
-            );
-        }
         Ok(())
-    }
-
-    /// Sends one write per client at once; the answers in client order.
-    async fn race(&self, name: &str, condition: &Condition, first_id: u64) -> Result<Vec<Answer>, Fatal> {
-        let clients = self.settings.concurrency as usize;
-        let mut requests = Vec::with_capacity(clients);
-        for client in 0..clients {
-            let payload = body(&self.report.prefix, name, first_id + client as u64, self.settings.body_bytes);
-            let request = self
-                .probe
-                .signed(client, Method::PUT, name, condition, payload)
-                .await
-                .map_err(|err| err.to_string())?;
-            requests.push(request);
-        }
-        // Every request is signed before the first is sent, so they leave
-        // together.
-        let mut racing = JoinSet::new();
-        for (client, request) in requests.into_iter().enumerate() {
-            let probe = self.probe.clone();
-            racing.spawn(async move { (client, probe.send(request).await) });
-        }
-        let mut answers: Vec<Option<Answer>> = vec![None; clients];
-        while let Some(joined) = racing.join_next().await {
-            let (client, answer) = joined.map_err(|err| format!("a racing request failed: {err}"))?;
-            answers[client] = Some(answer);
-        }
-        let answers: Vec<Answer> = answers.into_iter().flatten().collect();
-        for answer in &answers {
-            self.settle(answer, true)?;
-        }
-        Ok(answers)
-    }
-
-    /// Runs `lane` for each of [`LANES`] lanes at once, each on rounds
-    /// `lane, lane + LANES, ...`, and returns what they found, in round
-    /// order. Rounds of different lanes use different keys, so the lanes
-    /// race only within a key, as the rounds would one after the other:
-    /// a store that makes contended writes wait (some take a lock and
-    /// retry it after a second) costs a fifth of the time.
-    async fn in_lanes<F, Fut>(&self, lane: F) -> Result<Vec<RoundResult>, Fatal>
-    where
-        F: Fn(u32) -> Fut,
-        Fut: std::future::Future<Output = Result<Vec<RoundResult>, Fatal>>,
-    {
-        // One future per lane; the join below must name every lane.
-        const _: () = assert!(LANES == 5);
-        let (a, b, c, d, e) = tokio::join!(lane(0), lane(1), lane(2), lane(3), lane(4));
-        let mut rounds: Vec<RoundResult> = [a?, b?, c?, d?, e?].into_iter().flatten().collect();
-        rounds.sort_by_key(|round| round.round);
-        Ok(rounds)
-    }
-
-    async fn race_creates(&mut self) -> Result<(), Fatal> {
-        const NAME: &str = "racing creates";
-        self.begin(NAME);
-        let this = &*self;
-        let rounds = this.in_lanes(|lane| this.create_lane(NAME, lane)).await?;
-        self.judge_rounds(NAME, "creates", "racing creates: rounds", rounds);
-        Ok(())
-    }
-
-    /// Judges the rounds of one race check into a check and its findings.
-    /// Judges the rounds of one race check into a check and the finding
-    /// `rounds_finding` (rounds nobody won, or settled by reading back).
-    /// Returns what a retry after a 409 got, if one was made.
-    fn judge_rounds(
-        &mut self,
-        name: &'static str,
-        what: &str,
-        rounds_finding: &'static str,
-        rounds: Vec<RoundResult>,
-    ) -> Option<String> {
-        let mut tally = RaceTally::default();
-        let mut retried = None;
-        for round in rounds {
-            self.write_latencies.extend(round.answers.iter().map(Answer::latency));
-            tally.judge(round.round, round.first_id, &round.answers, round.stored, round.before, round.weak);
-            retried = retried.or(round.retry);
-        }
-        let check = tally.verdict(name, self.settings, what);
-        self.push(check);
-        if tally.no_winner > 0 || tally.settled > 0 {
-            let value = format!(
-                "{} rounds with no winner, {} settled by reading back (no clear answer)",
-                tally.no_winner, tally.settled
-            );
-            self.finding(rounds_finding, value);
-        }
-        retried
-    }
-
-    /// Reads a raced key back. With one winner (or none) the store must
-    /// come to hold it (or `before`), so the read waits for that; with
-    /// several, one read says which stuck.
-    async fn read_after_race(
-        &self,
-        name: &str,
-        answers: &[Answer],
-        first_id: u64,
-        before: Option<u64>,
-    ) -> Result<(Option<u64>, Option<String>), Fatal> {
-        match answers.iter().filter(|answer| answer.succeeded()).count() {
-            0 | 1 => self.settled(name, sole_winner(answers, first_id).or(before)).await,
-            _ => self.read_back(name).await,
-        }
-    }
-
-    async fn race_swaps(&mut self) -> Result<(), Fatal> {
-        const NAME: &str = "racing compare-and-swaps";
-        self.begin(NAME);
-        let this = &*self;
-        let rounds = this.in_lanes(|lane| this.swap_lane(NAME, lane)).await?;
-        let retried = self.judge_rounds(NAME, "compare-and-swaps", "racing swaps: rounds", rounds);
-        let retry = match retried {
-            Some(answer) => format!("a retry with the fresh ETag after a 409 answered {answer}"),
-            None => "no 409 seen".into(),
-        };
-        self.finding("retry after 409", retry);
-        Ok(())
-    }
-
-    /// One lane of racing creates: a fresh key per round.
-    async fn create_lane(&self, check: &str, lane: u32) -> Result<Vec<RoundResult>, Fatal> {
-        let mut found = Vec::new();
-        for round in (lane..self.settings.rounds).step_by(LANES as usize) {
-            self.progress.round(check, round + 1, self.settings.rounds);
-            let name = format!("race-create-{round}");
-            let first_id = 100_000 + u64::from(round) * 1000;
-            let answers = self.race(&name, &Condition::Absent, first_id).await?;
-            let (stored, _) = self.read_after_race(&name, &answers, first_id, None).await?;
-            found.push(RoundResult { round, first_id, answers, stored, before: None, weak: false, retry: None });
-        }
-        Ok(found)
-    }
-
-    /// One lane of racing compare-and-swaps, on a key of its own.
-    async fn swap_lane(&self, check: &str, lane: u32) -> Result<Vec<RoundResult>, Fatal> {
-        let name = format!("race-cas-{lane}");
-        let mut found = Vec::new();
-        if lane >= self.settings.rounds {
-            return Ok(found);
-        }
-        let base_id = 300_000 + u64::from(lane);
-        let base =
-            self.probe.put(0, &name, &Condition::None, self.small(&name, base_id)).await.map_err(|e| e.to_string())?;
-        self.settle(&base, true)?;
-        let Some(mut etag) = base.etag.clone().filter(|_| base.succeeded()) else {
-            return Err(format!("could not write the object to swap, {}: {}", self.probe.key(&name), base.describe()));
-        };
-        let mut stored_id = Some(base_id);
-        let mut retried = false;
-        let rounds: Vec<u32> = (lane..self.settings.rounds).step_by(LANES as usize).collect();
-        for (index, &round) in rounds.iter().enumerate() {
-            self.progress.round(check, round + 1, self.settings.rounds);
-            let first_id = 200_000 + u64::from(round) * 1000;
-            let answers = self.race(&name, &Condition::Matches(etag.clone()), first_id).await?;
-            let winners: Vec<&Answer> = answers.iter().filter(|answer| answer.succeeded()).collect();
-            // Several winners that got back the ETag they all sent, or one
-            // another's: the ETags cannot tell the versions apart, which
-            // is a weak ETag, not a missing lock.
-            let weak = winners.iter().enumerate().any(|(i, winner)| {
-                winner.etag.as_deref() == Some(etag.as_str())
-                    || winners[..i].iter().any(|other| other.etag == winner.etag)
-            });
-            let (stored, now) = match &winners[..] {
-                // The usual round: the next round's racers swap from the
-                // winner's ETag, and a winner that did not stick shows
-                // there as a round nobody can win, which is read back.
-                [winner] if winner.etag.is_some() && index + 1 < rounds.len() => {
-                    (sole_winner(&answers, first_id), winner.etag.clone())
-                }
-                _ => self.read_after_race(&name, &answers, first_id, stored_id).await?,
-            };
-            let Some(now) = now else {
-                return Err(format!("the object raced on, {}, vanished", self.probe.key(&name)));
-            };
-            let mut result = RoundResult { round, first_id, answers, stored, before: stored_id, weak, retry: None };
-            stored_id = stored;
-            etag = now;
-            // A 409 says "try again": once per lane, check that a retry
-            // with the fresh ETag works.
-            if !retried && result.answers.iter().any(|answer| answer.status == Some(409)) {
-                retried = true;
-                let id = first_id + 999;
-                let again = self
-                    .probe
-                    .put(0, &name, &Condition::Matches(etag.clone()), self.small(&name, id))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                self.settle(&again, true)?;
-                result.retry = Some(again.describe());
-                let (stored, now) = self.settled(&name, again.succeeded().then_some(id).or(stored_id)).await?;
-                stored_id = stored;
-                etag = now.unwrap_or(etag);
-            }
-            found.push(result);
-        }
-        Ok(found)
     }
 
     async fn slow_body(&mut self) -> Result<(), Fatal> {
@@ -636,119 +336,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Several clients read the object and swap it on what they read, all
-    /// at once; the writes must fit one atomic register.
-    async fn linearizability(&mut self) -> Result<(), Fatal> {
-        const NAME: &str = "linearizability";
-        self.begin(NAME);
-        let base = self.put("audit", &Condition::None, body(&self.report.prefix, "audit", 1, AUDIT_BYTES)).await?;
-        if !base.succeeded() {
-            self.push(Check::skipped(NAME, format!("could not write the object: {}", base.describe())));
-            return Ok(());
-        }
-        let clients = self.settings.concurrency.clamp(2, 8) as u64;
-        let steps = self.settings.rounds.max(4);
-        let origin = self.probe.clock().now();
-        let mut auditors = JoinSet::new();
-        for client in 0..clients {
-            let probe = self.probe.clone();
-            let prefix = self.report.prefix.clone();
-            auditors.spawn(audit_client(probe, prefix, client, steps, origin));
-        }
-        let mut history = Vec::new();
-        let mut written = vec![1];
-        let mut kept_etag = 0;
-        while let Some(joined) = auditors.join_next().await {
-            let audit = joined.map_err(|err| format!("an auditing client failed: {err}"))?;
-            if let Some(fatal) = audit.fatal {
-                return Err(fatal);
-            }
-            history.extend(audit.operations);
-            written.extend(audit.ids);
-            kept_etag += audit.kept_etag;
-        }
-        history.sort_by_key(|op: &Operation| op.invoke);
-        let writes: Vec<Operation> = history.iter().filter(|op| op.call.is_write()).cloned().collect();
-        let reads = history.len() - writes.len();
-        // Reads only have to return something somebody wrote.
-        let phantom = history.iter().find_map(|op| match op.outcome() {
-            Some(Outcome::Value(id)) if !written.contains(&id) => Some(id),
-            _ => None,
-        });
-        let checker = Checker::new().initial_state(Some(1));
-        let verdict = checker.check(&writes).map_err(|err| format!("the audit history is malformed: {err}"))?;
-        let ok = writes.iter().filter(|op| op.outcome() == Some(Outcome::Ok)).count();
-        let evidence =
-            format!("{clients} clients, {} conditional writes ({ok} succeeded), {reads} reads", writes.len());
-        let check = match (&verdict, phantom) {
-            (_, Some(id)) => Check::fail(
-                NAME,
-                Verdict::NotAtomic,
-                format!("a read returned bytes nobody wrote (id {id}); {evidence}"),
-            ),
-            (Linearity::NotLinearizable(_), None) if kept_etag > 0 => Check::fail(
-                NAME,
-                Verdict::WeakEtags,
-                format!(
-                    "the writes fit no atomic register, and {kept_etag} successful writes got back the very ETag they \
-                     replaced ({evidence})"
-                ),
-            ),
-            (Linearity::NotLinearizable(counterexample), None) => Check::fail(
-                NAME,
-                Verdict::NotAtomic,
-                format!("the writes fit no atomic register ({evidence}):\n{}", counterexample.explain(&writes, 4)),
-            ),
-            (Linearity::Unknown { steps }, None) => {
-                Check::skipped(NAME, format!("the checker's budget ran out after {steps} steps ({evidence})"))
-            }
-            (Linearity::Linearizable { .. }, None) => Check::pass(NAME, format!("linearizable: {evidence}")),
-        };
-        self.push(check);
-        if verdict.is_linearizable() {
-            let with_reads = checker.check(&history).map_err(|err| format!("the audit history is malformed: {err}"))?;
-            let reads = match with_reads {
-                Linearity::Linearizable { .. } => "linearizable too".to_owned(),
-                Linearity::NotLinearizable(_) => "not linearizable: some reads were stale".to_owned(),
-                Linearity::Unknown { .. } => "undecided (budget ran out)".to_owned(),
-            };
-            self.finding("reads in the audit", reads);
-        }
-        Ok(())
-    }
-
-    async fn read_after_write(&mut self) -> Result<(), Fatal> {
-        const NAME: &str = "read after write";
-        self.begin(NAME);
-        let mut stale = Vec::new();
-        for id in 40..45 {
-            let answer = self.put("fresh", &Condition::None, self.small("fresh", id)).await?;
-            if !answer.succeeded() {
-                self.push(Check::skipped(NAME, format!("a plain write failed: {}", answer.describe())));
-                return Ok(());
-            }
-            let (stored, _) = self.read_back("fresh").await?;
-            if stored != Some(id) {
-                // Let it settle, so the next write is judged on its own.
-                self.settled("fresh", Some(id)).await?;
-                stale.push(format!("after write {id} a read returned {}", held(stored)));
-            }
-        }
-        let check = if stale.is_empty() {
-            Check::pass(NAME, "5 reads right after 5 writes each returned the write")
-        } else {
-            Check::warn(
-                NAME,
-                format!(
-                    "stale reads ({}): safe, since every takeover is a conditional write, but followers see changes late",
-                    stale.join("; ")
-                ),
-            )
-        };
-        self.push(check);
-        Ok(())
-    }
-
     async fn wrong_secret(&mut self) -> Result<(), Fatal> {
         const NAME: &str = "wrong secret refused";
         self.begin(NAME);
@@ -783,12 +370,17 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A finding only: hoplock never deletes a lease.
+    /// The "conditional delete" check: a warning at most, since hoplock
+    /// never deletes a lease or a membership object; a store that deletes
+    /// on a replaced ETag (reported of Hetzner) matters only to other tools
+    /// that rely on it.
     async fn conditional_delete(&mut self) -> Result<(), Fatal> {
+        const NAME: &str = "conditional delete";
+        self.begin(NAME);
         let first = self.put("delete", &Condition::None, self.small("delete", 60)).await?;
         let second = self.put("delete", &Condition::None, self.small("delete", 61)).await?;
         let (Some(stale), true) = (first.etag.clone(), second.succeeded()) else {
-            self.finding("conditional DELETE", "not tried: a plain write failed");
+            self.push(Check::warn(NAME, format!("not tried: a plain write failed: {}", second.describe())));
             return Ok(());
         };
         let answer = self
@@ -798,15 +390,28 @@ impl Run<'_> {
             .map_err(|err| err.to_string())?;
         self.settle(&answer, true)?;
         let (stored, _) = self.settled("delete", Some(61)).await?;
-        let meaning = match (answer.status, stored) {
-            (Some(412), Some(61)) => "honoured",
-            (_, None) => {
-                "ignored: the stale delete removed the object (hoplock never deletes; only a reset would care)"
+        let evidence =
+            format!("DELETE with If-Match of a replaced ETag: {}; object holds {}", answer.describe(), held(stored));
+        let check = match (answer.status, stored) {
+            (Some(412), Some(61)) => Check::pass(NAME, format!("{evidence} (honoured)")),
+            _ if not_supported(&answer) && stored == Some(61) => {
+                Check::pass(NAME, format!("{evidence} (not supported; hoplock never deletes, so it needs none)"))
             }
-            _ if not_supported(&answer) => "not supported",
-            _ => "unclear",
+            (_, None) => Check::warn(
+                NAME,
+                format!(
+                    "a DELETE with a replaced ETag removed the object ({evidence}): hoplock never deletes, but \
+                     tools that rely on conditional deletes are unsafe here"
+                ),
+            ),
+            _ => Check::warn(NAME, format!("could not tell whether the condition was honoured ({evidence})")),
         };
-        self.finding("conditional DELETE", format!("If-Match with a replaced ETag: {} ({meaning})", answer.describe()));
+        self.push(check);
+        let (refused, _) = self.probe.refusals();
+        self.finding(
+            "refused requests",
+            format!("{refused} conditional writes were refused in this run; whether refused requests are billed is up to the provider"),
+        );
         Ok(())
     }
 
@@ -830,43 +435,6 @@ impl Run<'_> {
     }
 }
 
-/// A write that should have been refused: its answer, and what reading
-/// the object back showed.
-struct Refusal<'a> {
-    answer: &'a Answer,
-    /// The object holds the write's bytes.
-    took_effect: bool,
-    /// The object holds what it held before.
-    unchanged: bool,
-}
-
-impl Refusal<'_> {
-    /// Fails with `verdict` if the write succeeded or its bytes landed
-    /// anyway; passes if it was refused (412, 409, 404) and the object is
-    /// unchanged; a loud refusal of the condition is "not supported", and
-    /// anything else (a 5xx, no answer, a changed object) is inconclusive.
-    fn judge(&self, name: &'static str, verdict: Verdict, what: &str, evidence: String) -> Check {
-        if self.answer.succeeded() || self.took_effect {
-            Check::fail(name, verdict, format!("{what} ({evidence})"))
-        } else if not_supported(self.answer) {
-            Check::not_supported(name, evidence)
-        } else if self.answer.refused() && self.unchanged {
-            Check::pass(name, evidence)
-        } else {
-            Check::skipped(name, format!("inconclusive: {evidence}"))
-        }
-    }
-}
-
-/// The write id of a race's one winner, if exactly one write succeeded.
-fn sole_winner(answers: &[Answer], first_id: u64) -> Option<u64> {
-    let mut winners = answers.iter().enumerate().filter(|(_, answer)| answer.succeeded());
-    match (winners.next(), winners.next()) {
-        (Some((client, _)), None) => Some(first_id + client as u64),
-        _ => None,
-    }
-}
-
 /// What a read-back found, for evidence.
 fn held(stored: Option<u64>) -> String {
     match stored {
@@ -875,187 +443,12 @@ fn held(stored: Option<u64>) -> String {
     }
 }
 
-/// What one auditing client did.
-#[derive(Default)]
-struct Audit {
-    operations: Vec<Operation>,
-    /// The ids it wrote.
-    ids: Vec<u64>,
-    /// Successful writes whose new ETag equals the one they replaced.
-    kept_etag: u32,
-    /// A problem that ends the run.
-    fatal: Option<Fatal>,
-}
+mod audit;
+mod forms;
+mod lag;
+mod long_run;
+mod races;
+mod single;
 
-/// One auditing client: read, then swap what was read, `steps` times.
-async fn audit_client(probe: Probe, prefix: String, client: u64, steps: u32, origin: Instant) -> Audit {
-    let nanos = |at: Instant| at.saturating_duration_since(origin).as_nanos() as u64;
-    let mut audit = Audit::default();
-    for step in 0..u64::from(steps) {
-        let read = match probe.get(client as usize, "audit").await {
-            Ok(read) => read,
-            Err(err) => return Audit { fatal: Some(err.to_string()), ..audit },
-        };
-        let seen = match read.status {
-            Some(200) => body_id(&read.body),
-            _ => None,
-        };
-        if let Some(seen) = seen {
-            let operation =
-                Operation::completed(client, Call::Read, nanos(read.sent), nanos(read.received), Outcome::Value(seen));
-            audit.operations.push(operation);
-        }
-        let (Some(expected), Some(etag)) = (seen, read.etag.clone()) else { continue };
-        let new = 1_000_000 + client * 10_000 + step;
-        audit.ids.push(new);
-        let payload = body(&prefix, "audit", new, AUDIT_BYTES);
-        let write = match probe.put(client as usize, "audit", &Condition::Matches(etag.clone()), payload).await {
-            Ok(write) => write,
-            Err(err) => return Audit { fatal: Some(err.to_string()), ..audit },
-        };
-        let call = Call::Update { expected, new };
-        let (sent, received) = (nanos(write.sent), nanos(write.received));
-        let operation = match write.status {
-            Some(status) if (200..300).contains(&status) => {
-                if write.etag.as_deref() == Some(etag.as_str()) {
-                    audit.kept_etag += 1;
-                }
-                Operation::completed(client, call, sent, received, Outcome::Ok)
-            }
-            Some(412 | 404) => Operation::completed(client, call, sent, received, Outcome::Refused),
-            // Nothing changed, and the refusal says nothing about the state.
-            Some(409) => continue,
-            _ => Operation::indeterminate(client, call, sent),
-        };
-        audit.operations.push(operation);
-    }
-    audit
-}
-
-/// How many race rounds run at once, each on a key of its own.
-const LANES: u32 = 5;
-
-/// One race round: who got what, and what the store held afterwards.
-#[derive(Debug)]
-struct RoundResult {
-    round: u32,
-    first_id: u64,
-    answers: Vec<Answer>,
-    /// The write id the object held after the round.
-    stored: Option<u64>,
-    /// The write id it held before.
-    before: Option<u64>,
-    /// Several winners explained by a weak ETag.
-    weak: bool,
-    /// A retry after a 409, and what it got.
-    retry: Option<String>,
-}
-
-/// What the rounds of one race check showed.
-#[derive(Debug, Default)]
-struct RaceTally {
-    /// Rounds in which more than one write succeeded.
-    double: u32,
-    /// Rounds with several winners whose new object kept the ETag they
-    /// all sent, explained by weak ETags.
-    weak: u32,
-    /// Rounds whose one successful write is not what the object holds.
-    lost: u32,
-    /// Rounds with no winner at all.
-    no_winner: u32,
-    /// Rounds whose winner's reply was lost or a 5xx, settled by reading back.
-    settled: u32,
-    /// The first bad round's evidence.
-    evidence: Option<String>,
-    /// Every answer by status, losers and winners.
-    statuses: BTreeMap<String, u32>,
-}
-
-impl RaceTally {
-    fn judge(
-        &mut self,
-        round: u32,
-        first_id: u64,
-        answers: &[Answer],
-        stored: Option<u64>,
-        before: Option<u64>,
-        weak_etag: bool,
-    ) {
-        for answer in answers {
-            *self.statuses.entry(answer.describe()).or_default() += 1;
-        }
-        let winners: Vec<u64> = answers
-            .iter()
-            .enumerate()
-            .filter(|(_, answer)| answer.succeeded())
-            .map(|(client, _)| first_id + client as u64)
-            .collect();
-        let ours = stored.filter(|id| (first_id..first_id + answers.len() as u64).contains(id));
-        let describe = || {
-            let statuses: Vec<String> = answers.iter().map(Answer::describe).collect();
-            format!(
-                "round {round}: answers [{}], winners {winners:?}, object holds {}",
-                statuses.join(", "),
-                held(stored)
-            )
-        };
-        if winners.len() > 1 && weak_etag {
-            self.weak += 1;
-            self.evidence.get_or_insert_with(describe);
-        } else if winners.len() > 1 {
-            self.double += 1;
-            self.evidence.get_or_insert_with(describe);
-        } else if let [winner] = winners[..] {
-            if stored != Some(winner) {
-                self.lost += 1;
-                self.evidence.get_or_insert_with(describe);
-            }
-        } else if ours.is_some() {
-            let unclear = answers.iter().any(|answer| !answer.lost_cleanly());
-            if unclear {
-                self.settled += 1;
-            } else {
-                // Every writer was told it lost, yet one write landed.
-                self.lost += 1;
-                self.evidence.get_or_insert_with(describe);
-            }
-        } else if stored == before {
-            self.no_winner += 1;
-        }
-    }
-
-    fn verdict(&self, name: &'static str, settings: Settings, what: &str) -> Check {
-        let statuses: Vec<String> = self.statuses.iter().map(|(status, count)| format!("{status}×{count}")).collect();
-        let summary = format!(
-            "{} rounds of {} {what} of {} KiB: answers {}",
-            settings.rounds,
-            settings.concurrency,
-            settings.body_bytes / 1024,
-            statuses.join(", ")
-        );
-        if self.double > 0 || self.lost > 0 {
-            let evidence = self.evidence.clone().unwrap_or_default();
-            Check::fail(
-                name,
-                Verdict::NotAtomic,
-                format!(
-                    "{} rounds with several winners, {} with a winner that did not stick; first: {evidence}; {summary}",
-                    self.double, self.lost
-                ),
-            )
-        } else if self.weak > 0 {
-            let evidence = self.evidence.clone().unwrap_or_default();
-            Check::fail(
-                name,
-                Verdict::WeakEtags,
-                format!(
-                    "{} rounds with several winners, each leaving the ETag they all sent: the ETag does not tell \
-                     versions apart; first: {evidence}; {summary}",
-                    self.weak
-                ),
-            )
-        } else {
-            Check::pass(name, format!("at most one winner per round; {summary}"))
-        }
-    }
-}
+use self::lag::ReadLag;
+use self::single::Refusal;

@@ -59,10 +59,28 @@ pub struct CheckArgs {
     /// the condition before the body has arrived shows it.
     #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(512..=16 * 1024 * 1024))]
     pub body_bytes: u64,
+    /// How long after the last refused conditional write every key is
+    /// read again: a store that answers 412 but applies the write later is
+    /// caught if it does so within this time. The default catches writes
+    /// applied up to 10 s late.
+    #[arg(long, value_parser = crate::store::parse_duration, default_value = "12s")]
+    pub settle: std::time::Duration,
+    /// Also write a body over 5 MiB in the one-at-a-time checks (they
+    /// always write 512 B, --body-bytes and just over 1 MiB).
+    #[arg(long)]
+    pub thorough: bool,
+    /// Also write the report as Markdown to FILE: the table, findings,
+    /// settings, the server's `Server` header, the date and this version,
+    /// for a team's infrastructure docs.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
     /// Serve the built-in fake S3 in this provider mode and check it (no
     /// --endpoint). Modes: honest, ignore-if-none-match, ignore-if-match,
     /// non-atomic, stale-reads, ignore-conditional-delete,
-    /// reject-conditional, if-match-creates, weak-etags.
+    /// reject-conditional, if-match-creates, weak-etags,
+    /// applies-refused-late, large-bodies-unconditional,
+    /// conditions-expire-per-key, lagging-reads, bare-etags-only,
+    /// ignores-bare-etags.
     #[arg(long, value_name = "MODE")]
     pub fake_mode: Option<ProviderMode>,
     /// Print the report as JSON (schema version 1) instead of a table.
@@ -158,8 +176,14 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
     let timeout = args.client.request_timeout.max(std::time::Duration::from_secs(1))
         + std::time::Duration::from_millis(args.body_bytes / 1024);
     let probe = Probe::new(backends, transport, timeout, prefix.clone());
-    let settings =
-        Settings { rounds: args.rounds, concurrency: args.concurrency, body_bytes: args.body_bytes as usize };
+    let settings = Settings {
+        rounds: args.rounds,
+        concurrency: args.concurrency,
+        body_bytes: args.body_bytes as usize,
+        settle: args.settle,
+        bare_etags: args.client.bare_etags,
+        thorough: args.thorough,
+    };
     let mut report = Report {
         endpoints: endpoints.clone(),
         bucket,
@@ -168,6 +192,8 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
         rounds: settings.rounds,
         concurrency: settings.concurrency,
         body_bytes: settings.body_bytes,
+        settle: settings.settle,
+        started: Some(clock.wall()),
         ..Report::default()
     };
     let progress = Progress { terminal: std::io::stderr().is_terminal(), quiet: false };
@@ -191,8 +217,10 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
         report.interrupted = true;
     }
     let written = probe.written().len();
-    report.left = probe.clean_up().await;
-    report.deleted = written - report.left.len();
+    // Deleted keys are read again once the read lag has passed: a refused
+    // write applied late can bring a key back after its delete.
+    (report.left, report.came_back) = probe.clean_up(report.read_lag_wait).await;
+    report.deleted = written.saturating_sub(report.left.len());
     report.elapsed_ms = clock.now().saturating_duration_since(started).as_millis() as u64;
     if let Some(fake) = fake {
         let _ = fake.stop.send(());
@@ -205,6 +233,10 @@ pub async fn run(args: CheckArgs, out: &mut impl Write) -> Result<u8, CheckError
         report.table()
     };
     out.write_all(text.as_bytes()).map_err(|err| CheckError::Setup(format!("cannot write the report: {err}")))?;
+    if let Some(path) = &args.report {
+        std::fs::write(path, report.markdown())
+            .map_err(|err| CheckError::Setup(format!("cannot write the report to {}: {err}", path.display())))?;
+    }
     Ok(report.exit_code())
 }
 

@@ -5,7 +5,8 @@
 //! the clean-up deletes it even if the check is interrupted between sending
 //! and hearing back.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use hoplock::clock::{Clock, Instant, SystemClock};
 use bytes::Bytes;
 use hoplock::BackendError;
 use hoplock::s3::S3Backend;
+use hoplock::s3::sigv4::encode_key;
 use hoplock::s3::transport::{HttpTransport, ReqwestTransport, ResponseFuture};
 use hoplock::s3::xml::S3Error;
 use http::{Method, Request, Response};
@@ -25,18 +27,23 @@ pub enum Condition {
     None,
     /// `If-None-Match: *`.
     Absent,
-    /// `If-Match: <etag>`, sent as given.
+    /// `If-Match: <etag>`, in the form the run uses (see
+    /// [`Probe::use_bare_etags`]).
     Matches(String),
+    /// `If-Match: <etag>`, sent exactly as given, whatever form the run
+    /// uses: for the check that finds out which forms the store honours.
+    MatchesAsGiven(String),
     /// `If-None-Match: <etag>`, for conditional reads.
     Differs(String),
 }
 
 impl Condition {
-    fn header(&self) -> Option<(&'static str, String)> {
+    fn header(&self, bare: bool) -> Option<(&'static str, String)> {
         match self {
             Condition::None => None,
             Condition::Absent => Some(("if-none-match", "*".into())),
-            Condition::Matches(etag) => Some(("if-match", etag.clone())),
+            Condition::Matches(etag) if bare => Some(("if-match", etag.trim_matches('"').to_owned())),
+            Condition::Matches(etag) | Condition::MatchesAsGiven(etag) => Some(("if-match", etag.clone())),
             Condition::Differs(etag) => Some(("if-none-match", etag.clone())),
         }
     }
@@ -57,6 +64,8 @@ pub struct Answer {
     pub failure: Option<String>,
     /// The server's `Date`, if it sent one.
     pub date: Option<String>,
+    /// The server's `Server` header, if it sent one.
+    pub server: Option<String>,
     /// When it was sent and when the answer arrived, on this process's clock.
     pub sent: Instant,
     /// When the answer (or the failure) came.
@@ -97,6 +106,20 @@ impl Answer {
     }
 }
 
+/// How many bytes [`Probe::get_start`] asks for: more than a body's first
+/// line.
+const START_BYTES: usize = 256;
+
+/// A conditional write the store refused: which write (the id its body
+/// carries) and when the refusal came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefusedWrite {
+    /// The write id of the refused body.
+    pub id: u64,
+    /// When the refusal arrived.
+    pub at: Instant,
+}
+
 /// The store under test: one backend per endpoint (for URLs and signing)
 /// and the production transport that sends everything.
 #[derive(Clone)]
@@ -106,6 +129,11 @@ pub struct Probe {
     timeout: Duration,
     prefix: Arc<String>,
     written: Arc<Mutex<BTreeSet<String>>>,
+    /// Every conditional write refused so far, by key: a store that
+    /// applies one later is caught when a read shows its bytes.
+    refused: Arc<Mutex<BTreeMap<String, Vec<RefusedWrite>>>>,
+    /// Whether `If-Match` ETags go out without their quotes.
+    bare: Arc<AtomicBool>,
     /// The one clock every instant of the run comes from.
     clock: Arc<SystemClock>,
 }
@@ -119,8 +147,33 @@ impl Probe {
             timeout,
             prefix: Arc::new(prefix),
             written: Arc::default(),
+            refused: Arc::default(),
+            bare: Arc::default(),
             clock: Arc::new(SystemClock::new()),
         }
+    }
+
+    /// From now on, [`Condition::Matches`] sends the ETag without quotes.
+    pub fn use_bare_etags(&self, bare: bool) {
+        self.bare.store(bare, Ordering::Relaxed);
+    }
+
+    /// Whether `If-Match` ETags go out bare.
+    pub fn bare_etags(&self) -> bool {
+        self.bare.load(Ordering::Relaxed)
+    }
+
+    /// The conditional writes refused so far on `name`.
+    pub fn refused(&self, name: &str) -> Vec<RefusedWrite> {
+        lock(&self.refused).get(&encode_key(&self.key(name))).cloned().unwrap_or_default()
+    }
+
+    /// How many conditional writes were refused in all, and when the last
+    /// refusal came.
+    pub fn refusals(&self) -> (usize, Option<Instant>) {
+        let refused = lock(&self.refused);
+        let count = refused.values().map(Vec::len).sum();
+        (count, refused.values().flatten().map(|write| write.at).max())
     }
 
     /// The run's clock.
@@ -144,7 +197,7 @@ impl Probe {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.written)
     }
 
     fn backend(&self, client: usize, name: &str) -> S3Backend {
@@ -160,16 +213,48 @@ impl Probe {
         condition: &Condition,
         body: Bytes,
     ) -> Result<Request<Bytes>, BackendError> {
-        let headers: Vec<(&str, String)> = condition.header().into_iter().collect();
+        let headers: Vec<(&str, String)> = condition.header(self.bare_etags()).into_iter().collect();
         if method == Method::PUT {
             self.lock().insert(self.key(name));
         }
         self.backend(client, name).signed_request(method, &headers, body).await
     }
 
+    /// GET the first bytes of `name`: enough to tell which write it holds
+    /// (see [`body_id`]) without reading a large body whole. A store that
+    /// ignores `Range` answers with the whole object, which works too up to
+    /// the transport's limit.
+    pub async fn get_start(&self, client: usize, name: &str) -> Result<Answer, BackendError> {
+        let headers = [("range", format!("bytes=0-{}", START_BYTES - 1))];
+        let request = self.backend(client, name).signed_request(Method::GET, &headers, Bytes::new()).await?;
+        Ok(self.send(request).await)
+    }
+
     /// Sends a request built by [`Probe::signed`] (perhaps altered).
     pub async fn send(&self, request: Request<Bytes>) -> Answer {
-        self.timed(self.timeout, self.transport.send(request)).await
+        let refusable = self.refusable(&request);
+        let answer = self.timed(self.timeout, self.transport.send(request)).await;
+        self.note_refusal(refusable, &answer);
+        answer
+    }
+
+    /// The key and write id of a conditional PUT of one of our bodies.
+    fn refusable(&self, request: &Request<Bytes>) -> Option<(String, u64)> {
+        let conditional = request.headers().contains_key("if-match") || request.headers().contains_key("if-none-match");
+        if request.method() != Method::PUT || !conditional {
+            return None;
+        }
+        let id = body_id(request.body())?;
+        // Keys are kept as the path carries them, percent-encoded.
+        let path = request.uri().path();
+        let at = path.find(&encode_key(&self.prefix))?;
+        Some((path[at..].to_owned(), id))
+    }
+
+    fn note_refusal(&self, refusable: Option<(String, u64)>, answer: &Answer) {
+        if let (Some((key, id)), true) = (refusable, answer.refused()) {
+            lock(&self.refused).entry(key).or_default().push(RefusedWrite { id, at: answer.received });
+        }
     }
 
     /// Sends a request whose body is held back after `first_bytes` until
@@ -181,7 +266,10 @@ impl Probe {
         gate: tokio::sync::oneshot::Receiver<()>,
         timeout: Duration,
     ) -> Answer {
-        self.timed(timeout, self.transport.send_gated(request, first_bytes, gate)).await
+        let refusable = self.refusable(&request);
+        let answer = self.timed(timeout, self.transport.send_gated(request, first_bytes, gate)).await;
+        self.note_refusal(refusable, &answer);
+        answer
     }
 
     /// Waits for a transport's answer for at most `timeout`.
@@ -241,23 +329,51 @@ impl Probe {
         Some(self.backends[0].refusal_of(&response, write))
     }
 
-    /// Deletes every key written, without conditions. Returns the keys that
-    /// could not be deleted, with why.
-    pub async fn clean_up(&self) -> Vec<(String, String)> {
+    /// Deletes every key written, without conditions, then, after
+    /// `verify_after` (the read lag), reads each again: a key that came
+    /// back (a refused write applied after its delete) is deleted once more
+    /// and counted. Returns the keys that could not be deleted, with why,
+    /// and the keys that came back.
+    pub async fn clean_up(&self, verify_after: Duration) -> (Vec<(String, String)>, Vec<String>) {
         let mut left = Vec::new();
+        let mut deleted = Vec::new();
         for key in self.written() {
             let name = key.strip_prefix(self.prefix.as_str()).unwrap_or(&key).to_owned();
-            let outcome = self.call(0, Method::DELETE, &name, &Condition::None, Bytes::new()).await;
-            match outcome {
-                Ok(answer) if answer.succeeded() || answer.status == Some(404) => {
+            match self.delete(&name).await {
+                Ok(()) => {
                     self.lock().remove(&key);
+                    deleted.push(name);
                 }
-                Ok(answer) => left.push((key, answer.describe())),
-                Err(err) => left.push((key, err.to_string())),
+                Err(why) => left.push((key, why)),
             }
         }
-        left
+        self.pause(verify_after).await;
+        let mut back = Vec::new();
+        for name in deleted {
+            let Ok(answer) = self.get(0, &name).await else { continue };
+            if answer.status == Some(200) {
+                let key = self.key(&name);
+                if let Err(why) = self.delete(&name).await {
+                    left.push((key.clone(), format!("came back after its delete, then: {why}")));
+                }
+                back.push(key);
+            }
+        }
+        (left, back)
     }
+
+    async fn delete(&self, name: &str) -> Result<(), String> {
+        match self.call(0, Method::DELETE, name, &Condition::None, Bytes::new()).await {
+            Ok(answer) if answer.succeeded() || answer.status == Some(404) => Ok(()),
+            Ok(answer) => Err(answer.describe()),
+            Err(err) => Err(err.to_string()),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Sets and maps of facts: a panic elsewhere leaves them whole.
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn answer(response: &Response<Bytes>, sent: Instant, received: Instant) -> Answer {
@@ -272,6 +388,7 @@ fn answer(response: &Response<Bytes>, sent: Instant, received: Instant) -> Answe
         body: response.body().clone(),
         failure: None,
         date: header(http::header::DATE),
+        server: header(http::header::SERVER),
         sent,
         received,
     }
@@ -285,6 +402,7 @@ fn no_answer(why: String, sent: Instant, received: Instant) -> Answer {
         body: Bytes::new(),
         failure: Some(why),
         date: None,
+        server: None,
         sent,
         received,
     }

@@ -8,16 +8,18 @@
 //! | field | type | meaning |
 //! |---|---|---|
 //! | `schema_version` | integer | `1`; a new version may add fields, never change these |
-//! | `verdict` | string | `SAFE`, `UNSUPPORTED`, `UNSAFE_IGNORES_CONDITIONS`, `UNSAFE_NOT_ATOMIC`, `UNSAFE_WEAK_ETAGS` or `ERROR` |
+//! | `verdict` | string | `SAFE`, `NOT_JUDGED`, `UNSUPPORTED`, `UNSAFE_IGNORES_CONDITIONS`, `UNSAFE_NOT_ATOMIC`, `UNSAFE_WEAK_ETAGS` or `ERROR` |
 //! | `verdict_text` | string | the verdict as the table prints it, e.g. `UNSAFE: not atomic` |
 //! | `exit_code` | integer | the process's exit code (130 when Ctrl-C cut the run short) |
 //! | `error` | string or null | why the run could not finish (verdict `ERROR`) |
-//! | `warnings` | array of strings | warnings (a wrong signature accepted, stale reads) |
-//! | `target` | object | `endpoints` (array), `bucket`, `prefix`, `fake_mode` (string or null) |
-//! | `settings` | object | `rounds`, `concurrency`, `body_bytes` |
+//! | `warnings` | array of strings | warnings (a wrong signature accepted, lagging reads) |
+//! | `not_judged` | array of strings | checks that ran on too little evidence to judge, with why |
+//! | `target` | object | `endpoints` (array), `bucket`, `prefix`, `fake_mode` (string or null), `server` (its `Server` header, or null) |
+//! | `settings` | object | `rounds`, `concurrency`, `body_bytes`, `settle_ms` |
+//! | `read_lag_ms` | integer or null | the longest time a write took to show in reads |
 //! | `checks` | array | one object per check: `name`, `status` (`pass`, `fail`, `not-supported`, `skipped`), `verdict` (what a failure means, or null), `evidence` |
 //! | `findings` | array | one object per finding: `name`, `value` |
-//! | `clean_up` | object | `deleted` (integer), `left` (array of `{key, why}`) |
+//! | `clean_up` | object | `deleted` (integer), `left` (array of `{key, why}`), `came_back` (keys found again after their delete) |
 //! | `elapsed_ms` | integer | how long the run took |
 
 use std::fmt::Write as _;
@@ -39,7 +41,9 @@ pub enum Verdict {
     WeakEtags,
     /// Conditional writes are refused loudly: safe, but unusable.
     Unsupported,
-    /// Every condition honoured, also under races.
+    /// No check failed, but some ran on too little evidence to be judged.
+    NotJudged,
+    /// Every condition honoured, also under races, and every check judged.
     Safe,
     /// The run could not finish.
     Error,
@@ -50,6 +54,7 @@ impl Verdict {
     pub fn text(self) -> &'static str {
         match self {
             Verdict::Safe => "SAFE",
+            Verdict::NotJudged => "NOT JUDGED",
             Verdict::Unsupported => "UNSUPPORTED",
             Verdict::IgnoresConditions => "UNSAFE: ignores conditions",
             Verdict::NotAtomic => "UNSAFE: not atomic",
@@ -62,6 +67,7 @@ impl Verdict {
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Safe => "SAFE",
+            Verdict::NotJudged => "NOT_JUDGED",
             Verdict::Unsupported => "UNSUPPORTED",
             Verdict::IgnoresConditions => "UNSAFE_IGNORES_CONDITIONS",
             Verdict::NotAtomic => "UNSAFE_NOT_ATOMIC",
@@ -80,6 +86,7 @@ impl Verdict {
             Verdict::IgnoresConditions => 5,
             Verdict::NotAtomic => 6,
             Verdict::WeakEtags => 7,
+            Verdict::NotJudged => 8,
         }
     }
 }
@@ -173,6 +180,16 @@ pub struct Report {
     pub concurrency: u32,
     /// Bytes per racing write.
     pub body_bytes: usize,
+    /// How long after the last refused write every key was read again.
+    pub settle: std::time::Duration,
+    /// The longest time a write took to show in reads, once measured.
+    pub read_lag: Option<std::time::Duration>,
+    /// How long read-backs waited after a write, for the read lag.
+    pub read_lag_wait: std::time::Duration,
+    /// The `Server` header of the store's first answer, if any.
+    pub server: Option<String>,
+    /// When the run began, by this machine's clock.
+    pub started: Option<std::time::SystemTime>,
     /// The checks, in the order they ran.
     pub checks: Vec<Check>,
     /// Facts reported but not judged.
@@ -185,6 +202,8 @@ pub struct Report {
     pub deleted: usize,
     /// Keys that could not be deleted, with why.
     pub left: Vec<(String, String)>,
+    /// Keys found again after their delete (and deleted once more).
+    pub came_back: Vec<String>,
     /// How long the run took.
     pub elapsed_ms: u64,
 }
@@ -192,12 +211,27 @@ pub struct Report {
 impl Report {
     /// The verdict: ERROR if the run did not finish; otherwise the first
     /// that applies of ignores conditions, not atomic, weak ETags,
-    /// unsupported; SAFE if none does.
+    /// unsupported; NOT JUDGED if a check could not be judged; SAFE if
+    /// every check was judged and none failed.
     pub fn verdict(&self) -> Verdict {
         if self.error.is_some() {
             return Verdict::Error;
         }
-        self.checks.iter().filter_map(|check| check.verdict).min().unwrap_or(Verdict::Safe)
+        let failed = self.checks.iter().filter_map(|check| check.verdict).min();
+        match failed {
+            Some(verdict) => verdict,
+            None if self.not_judged().is_empty() => Verdict::Safe,
+            None => Verdict::NotJudged,
+        }
+    }
+
+    /// The checks that could not be judged, with why.
+    pub fn not_judged(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter(|check| check.status == Status::Skipped)
+            .map(|check| format!("{}: {}", check.name, check.evidence))
+            .collect()
     }
 
     /// The warnings: failed checks that imply no verdict.
@@ -225,27 +259,12 @@ impl Report {
             None => self.endpoints.join(", "),
         };
         let _ = writeln!(out, "hoplock check-s3: {target}, bucket {}, prefix {}", self.bucket, self.prefix);
-        let _ = writeln!(
-            out,
-            "{} rounds of {} racing clients, {} KiB bodies\n",
-            self.rounds,
-            self.concurrency,
-            self.body_bytes / 1024
-        );
+        let _ = writeln!(out, "{}\n", self.settings_line());
         let width = self.checks.iter().map(|check| check.name.len()).max().unwrap_or(5).max(5);
         let _ = writeln!(out, "{:<width$}  {:<13}  evidence", "check", "result");
         let _ = writeln!(out, "{:-<width$}  {:-<13}  {:-<8}", "", "", "");
         for check in &self.checks {
-            let result = match (check.status, check.verdict) {
-                (Status::Fail, None) => "WARNING",
-                (status, _) => match status {
-                    Status::Pass => "pass",
-                    Status::Fail => "FAIL",
-                    Status::NotSupported => "not supported",
-                    Status::Skipped => "skipped",
-                },
-            };
-            let _ = writeln!(out, "{:<width$}  {result:<13}  {}", check.name, check.evidence);
+            let _ = writeln!(out, "{:<width$}  {:<13}  {}", check.name, result(check), check.evidence);
         }
         if !self.findings.is_empty() {
             let width = self.findings.iter().map(|(name, _)| name.len()).max().unwrap_or(7);
@@ -261,7 +280,10 @@ impl Report {
         for warning in self.warnings() {
             let _ = writeln!(out, "warning: {warning}");
         }
-        let _ = writeln!(out, "clean-up: {} keys deleted, {} left", self.deleted, self.left.len());
+        for check in self.not_judged() {
+            let _ = writeln!(out, "not judged: {check}");
+        }
+        let _ = writeln!(out, "{}", self.clean_up_line());
         for (key, why) in &self.left {
             let _ = writeln!(out, "  left {key}: {why}");
         }
@@ -275,6 +297,70 @@ impl Report {
         out
     }
 
+    fn settings_line(&self) -> String {
+        format!(
+            "{} rounds of {} racing clients, {} KiB bodies, settle {} s",
+            self.rounds,
+            self.concurrency,
+            self.body_bytes / 1024,
+            self.settle.as_secs_f64()
+        )
+    }
+
+    fn clean_up_line(&self) -> String {
+        let mut line = format!("clean-up: {} keys deleted, {} left", self.deleted, self.left.len());
+        if !self.came_back.is_empty() {
+            let _ = write!(line, ", {} came back after their delete (deleted again)", self.came_back.len());
+        }
+        line
+    }
+
+    /// The report as Markdown, to keep with a team's infrastructure docs.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let verdict = self.verdict();
+        let _ = writeln!(out, "# hoplock check-s3: {}\n", verdict.text());
+        let target = match &self.fake_mode {
+            Some(mode) => format!("the built-in fake S3 ({mode} mode) at {}", self.endpoints.join(", ")),
+            None => self.endpoints.join(", "),
+        };
+        let date = self.started.map_or_else(|| "unknown".to_owned(), hoplock::s3::xml::format_http_date);
+        for (name, value) in [
+            ("store", target),
+            ("bucket and prefix", format!("`{}`, `{}`", self.bucket, self.prefix)),
+            ("server", self.server.clone().unwrap_or_else(|| "no Server header".into())),
+            ("settings", self.settings_line()),
+            ("date", date),
+            ("hoplock", env!("CARGO_PKG_VERSION").to_owned()),
+            ("verdict", format!("**{}** (exit code {})", verdict.text(), self.exit_code())),
+        ] {
+            let _ = writeln!(out, "- {name}: {value}");
+        }
+        let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+        let _ = writeln!(out, "\n| check | result | evidence |\n|---|---|---|");
+        for check in &self.checks {
+            let _ = writeln!(out, "| {} | {} | {} |", check.name, result(check), cell(&check.evidence));
+        }
+        if !self.findings.is_empty() {
+            let _ = writeln!(out, "\n| finding | value |\n|---|---|");
+            for (name, value) in &self.findings {
+                let _ = writeln!(out, "| {name} | {} |", cell(value));
+            }
+        }
+        let _ = writeln!(out);
+        if let Some(error) = &self.error {
+            let _ = writeln!(out, "- error: {error}");
+        }
+        for warning in self.warnings() {
+            let _ = writeln!(out, "- warning: {}", cell(&warning));
+        }
+        for check in self.not_judged() {
+            let _ = writeln!(out, "- not judged: {}", cell(&check));
+        }
+        let _ = writeln!(out, "- {}", self.clean_up_line());
+        out
+    }
+
     /// The report as JSON (schema in this module's docs).
     pub fn json(&self) -> Value {
         let verdict = self.verdict();
@@ -285,17 +371,21 @@ impl Report {
             "exit_code": self.exit_code(),
             "error": self.error,
             "warnings": self.warnings(),
+            "not_judged": self.not_judged(),
             "target": {
                 "endpoints": self.endpoints,
                 "bucket": self.bucket,
                 "prefix": self.prefix,
                 "fake_mode": self.fake_mode,
+                "server": self.server,
             },
             "settings": {
                 "rounds": self.rounds,
                 "concurrency": self.concurrency,
                 "body_bytes": self.body_bytes,
+                "settle_ms": self.settle.as_millis() as u64,
             },
+            "read_lag_ms": self.read_lag.map(|lag| lag.as_millis() as u64),
             "checks": self.checks.iter().map(|check| json!({
                 "name": check.name,
                 "status": check.status.name(),
@@ -306,9 +396,21 @@ impl Report {
             "clean_up": {
                 "deleted": self.deleted,
                 "left": self.left.iter().map(|(key, why)| json!({"key": key, "why": why})).collect::<Vec<_>>(),
+                "came_back": self.came_back,
             },
             "elapsed_ms": self.elapsed_ms,
         })
+    }
+}
+
+/// A check's result as the table and the Markdown show it.
+fn result(check: &Check) -> &'static str {
+    match (check.status, check.verdict) {
+        (Status::Fail, None) => "WARNING",
+        (Status::Pass, _) => "pass",
+        (Status::Fail, _) => "FAIL",
+        (Status::NotSupported, _) => "not supported",
+        (Status::Skipped, _) => "not judged",
     }
 }
 
@@ -342,6 +444,29 @@ mod tests {
     }
 
     #[test]
+    fn safe_needs_every_check_judged() {
+        let thin = report(vec![Check::pass("a", "5 writes"), Check::skipped("audit", "not judged: 3 writes")]);
+        assert_eq!(thin.verdict(), Verdict::NotJudged);
+        assert_eq!(thin.exit_code(), 8);
+        assert_eq!(thin.not_judged(), vec!["audit: not judged: 3 writes".to_owned()]);
+        assert_eq!(thin.json()["not_judged"][0], "audit: not judged: 3 writes");
+        assert!(thin.table().contains("not judged: audit"), "{}", thin.table());
+        let failed = report(vec![Check::skipped("audit", "not judged"), Check::fail("c", Verdict::NotAtomic, "")]);
+        assert_eq!(failed.verdict(), Verdict::NotAtomic, "a failure is a verdict whatever else could not be judged");
+    }
+
+    #[test]
+    fn the_markdown_report_escapes_cells_and_names_the_version() {
+        let mut thin = report(vec![Check::pass("create", "a | b\nc")]);
+        thin.findings.push(("ETag", "x|y".into()));
+        let markdown = thin.markdown();
+        assert!(markdown.starts_with("# hoplock check-s3: SAFE\n"), "{markdown}");
+        assert!(markdown.contains("| create | pass | a \\| b c |"), "{markdown}");
+        assert!(markdown.contains("| ETag | x\\|y |"), "{markdown}");
+        assert!(markdown.contains(concat!("- hoplock: ", env!("CARGO_PKG_VERSION"))), "{markdown}");
+    }
+
+    #[test]
     fn warnings_have_their_own_exit_code_only_when_otherwise_safe() {
         let warned = report(vec![Check::pass("a", ""), Check::warn("auth", "accepted")]);
         assert_eq!(warned.verdict(), Verdict::Safe);
@@ -355,6 +480,7 @@ mod tests {
             Verdict::IgnoresConditions,
             Verdict::NotAtomic,
             Verdict::WeakEtags,
+            Verdict::NotJudged,
         ]
         .iter()
         .map(|verdict| verdict.exit_code(false))

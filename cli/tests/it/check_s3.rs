@@ -40,45 +40,149 @@ fn check_status(report: &Value, name: &str) -> String {
     check.map_or_else(|| "absent".into(), |check| check["status"].as_str().unwrap().to_owned())
 }
 
+/// Runs check-s3 on the fake in `mode` with `args` and checks the verdict,
+/// the exit code, the check that must fail (or warn), that every check
+/// judged states its evidence, and that everything written was deleted.
+fn expect_verdict(mode: &str, args: &[&str], verdict: &str, code: i32, failing: Option<&str>) -> Value {
+    let (output, report) = check_s3(&[&["--fake-mode", mode], args].concat());
+    assert_eq!(report["verdict"], verdict, "{mode} {args:?}: {report:#}");
+    assert_eq!(output.status.code(), Some(code), "{mode}");
+    assert_eq!(report["exit_code"], code, "{mode}");
+    assert_eq!(report["schema_version"], 1);
+    if let Some(name) = failing {
+        assert_eq!(check_status(&report, name), "fail", "{mode}: {name}: {report:#}");
+    }
+    for check in report["checks"].as_array().unwrap() {
+        let evidence = check["evidence"].as_str().unwrap();
+        let vacuous = [" 0 conditional writes", "(0 succeeded)", " 0 reads", " 0 rounds won"];
+        if check["status"] == "pass" {
+            assert!(!vacuous.iter().any(|none| evidence.contains(none)), "a pass on no evidence: {check:#}");
+        }
+    }
+    // Everything written was deleted again, and stayed deleted.
+    assert!(report["clean_up"]["deleted"].as_u64().unwrap() > 0, "{mode}");
+    assert_eq!(report["clean_up"]["left"], Value::Array(vec![]), "{mode}");
+    assert_eq!(report["clean_up"]["came_back"], Value::Array(vec![]), "{mode}");
+    report
+}
+
+/// Fewer rounds than the default keep the suite quick for the modes whose
+/// verdicts do not depend on the settings.
+const QUICK: &[&str] = &["--rounds", "8"];
+
+/// The small settings the lies that depend on size or count must be
+/// caught at too.
+const SMALL: &[&str] = &["--rounds", "6", "--body-bytes", "4096"];
+
 #[test]
-fn every_fake_provider_mode_gets_its_verdict() {
-    // (mode, verdict, exit code, a check that must fail or warn)
+fn an_honest_store_is_safe_with_every_check_judged() {
+    let report = expect_verdict("honest", QUICK, "SAFE", 0, None);
+    let statuses: Vec<&str> =
+        report["checks"].as_array().unwrap().iter().map(|check| check["status"].as_str().unwrap()).collect();
+    assert!(statuses.iter().all(|status| *status == "pass"), "{statuses:?}");
+    assert_eq!(statuses.len(), 16);
+    assert_eq!(report["not_judged"], Value::Array(vec![]));
+}
+
+#[test]
+fn stores_that_ignore_or_refuse_conditions_get_their_verdicts() {
     let cases = [
-        ("honest", "SAFE", 0, None),
         ("ignore-if-none-match", "UNSAFE_IGNORES_CONDITIONS", 5, Some("create")),
         ("ignore-if-match", "UNSAFE_IGNORES_CONDITIONS", 5, Some("compare-and-swap")),
         ("if-match-creates", "UNSAFE_IGNORES_CONDITIONS", 5, Some("if-match on a missing key")),
         ("non-atomic", "UNSAFE_NOT_ATOMIC", 6, Some("racing compare-and-swaps")),
         ("weak-etags", "UNSAFE_WEAK_ETAGS", 7, Some("etag quality")),
         ("reject-conditional", "UNSUPPORTED", 4, None),
-        ("stale-reads", "SAFE", 3, Some("read after write")),
-        ("ignore-conditional-delete", "SAFE", 0, None),
     ];
     for (mode, verdict, code, failing) in cases {
-        // Fewer rounds than the default keep the suite quick; the default
-        // run's figures are in the README.
-        let (output, report) = check_s3(&["--fake-mode", mode, "--rounds", "8"]);
-        assert_eq!(report["verdict"], verdict, "{mode}: {report:#}");
-        assert_eq!(output.status.code(), Some(code), "{mode}");
-        assert_eq!(report["exit_code"], code, "{mode}");
-        assert_eq!(report["schema_version"], 1);
-        if let Some(name) = failing {
-            assert_eq!(check_status(&report, name), "fail", "{mode}: {name}: {report:#}");
-        }
-        if mode == "honest" {
-            let statuses: Vec<&str> =
-                report["checks"].as_array().unwrap().iter().map(|check| check["status"].as_str().unwrap()).collect();
-            assert!(statuses.iter().all(|status| *status == "pass"), "{statuses:?}");
-            assert_eq!(statuses.len(), 12);
-        }
-        if mode == "ignore-conditional-delete" {
-            let findings = report["findings"].to_string();
-            assert!(findings.contains("conditional DELETE") && findings.contains("ignored"), "{findings}");
-        }
-        // Everything written was deleted again.
-        assert!(report["clean_up"]["deleted"].as_u64().unwrap() > 0, "{mode}");
-        assert_eq!(report["clean_up"]["left"], Value::Array(vec![]), "{mode}");
+        expect_verdict(mode, QUICK, verdict, code, failing);
     }
+}
+
+#[test]
+fn stale_reads_and_a_lax_conditional_delete_are_safe() {
+    expect_verdict("stale-reads", QUICK, "SAFE", 3, Some("read lag"));
+    let report = expect_verdict("ignore-conditional-delete", QUICK, "SAFE", 3, Some("conditional delete"));
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("removed the object") && warnings.contains("never deletes"), "{warnings}");
+}
+
+#[test]
+fn a_refused_write_applied_later_ignores_conditions() {
+    for args in [&[][..], SMALL] {
+        expect_verdict(
+            "applies-refused-late",
+            args,
+            "UNSAFE_IGNORES_CONDITIONS",
+            5,
+            Some("refused writes stay refused"),
+        );
+    }
+}
+
+#[test]
+fn conditions_dropped_for_large_bodies_are_caught_at_any_body_size() {
+    for args in [&[][..], SMALL] {
+        expect_verdict("large-bodies-unconditional", args, "UNSAFE_IGNORES_CONDITIONS", 5, Some("create"));
+    }
+}
+
+#[test]
+fn conditions_that_expire_after_a_keys_first_writes_are_caught_at_few_rounds() {
+    for args in [&[][..], SMALL] {
+        expect_verdict(
+            "conditions-expire-per-key",
+            args,
+            "UNSAFE_IGNORES_CONDITIONS",
+            5,
+            Some("many writes to one key"),
+        );
+    }
+}
+
+#[test]
+fn lagging_reads_are_safe_with_a_warning_that_names_the_lag() {
+    for args in [&[][..], SMALL] {
+        let report = expect_verdict("lagging-reads", args, "SAFE", 3, Some("read lag"));
+        let lag = report["read_lag_ms"].as_u64().unwrap();
+        assert!((5000..6000).contains(&lag), "the fake's 5 s lag is measured: {lag} ms");
+        let warnings = report["warnings"].to_string();
+        assert!(warnings.contains("reads lag writes by up to") && warnings.contains("takeovers"), "{warnings}");
+        assert_eq!(check_status(&report, "linearizability"), "pass", "the audit is judged: {report:#}");
+    }
+}
+
+#[test]
+fn the_etag_form_a_store_honours_is_found_and_used() {
+    for args in [&[][..], SMALL] {
+        let report = expect_verdict("bare-etags-only", args, "SAFE", 0, None);
+        let forms = report["checks"].as_array().unwrap().iter().find(|check| check["name"] == "etag forms").unwrap();
+        assert!(forms["evidence"].as_str().unwrap().contains("only the bare form"), "{forms:#}");
+        expect_verdict("ignores-bare-etags", args, "UNSAFE_IGNORES_CONDITIONS", 5, Some("etag forms"));
+    }
+    // --bare-etags makes every check send the bare form, so a store that
+    // ignores it fails the checks that depend on it too.
+    let report =
+        expect_verdict("ignores-bare-etags", &["--bare-etags", "--rounds", "6"], "UNSAFE_IGNORES_CONDITIONS", 5, None);
+    assert_eq!(check_status(&report, "compare-and-swap"), "fail", "{report:#}");
+}
+
+#[test]
+fn the_markdown_report_keeps_the_table_settings_and_verdict() {
+    let dir = std::env::temp_dir().join(format!("hoplock-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("report.md");
+    let (output, report) =
+        check_s3(&["--fake-mode", "honest", "--rounds", "4", "--settle", "1s", "--report", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
+    let markdown = std::fs::read_to_string(&path).unwrap();
+    assert!(markdown.starts_with("# hoplock check-s3: SAFE"), "{markdown}");
+    for needle in
+        ["| check | result | evidence |", "| linearizability | pass |", "settle 1 s", "- date: ", "- hoplock: "]
+    {
+        assert!(markdown.contains(needle), "{needle} missing from\n{markdown}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -127,6 +231,17 @@ fn the_real_s3_server_is_safe() {
     assert!(table.contains("verdict: SAFE"), "{table}\n{}", String::from_utf8_lossy(&output.stderr));
     // SeaweedFS verifies signatures, so no warning either.
     assert_eq!(output.status.code(), Some(0), "{table}");
+    // The README's example report is this run's: the same checks with the
+    // same results, in the same order.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let example =
+        readme.split("```text\nhoplock check-s3: http://127.0.0.1:PORT").nth(1).expect("the README's example");
+    let example = example.split("```").next().unwrap();
+    assert_eq!(
+        rows(example),
+        rows(&table),
+        "the README's example report is stale: run the SeaweedFS check again and paste its report"
+    );
 
     // Racers spread over two endpoints of one server (two names for it,
     // so two Host headers and two signatures), as a cluster's nodes would.
@@ -155,6 +270,20 @@ fn the_real_s3_server_is_safe() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["verdict"], "ERROR", "{report:#}");
     assert!(report["error"].as_str().unwrap().contains("secret access key is wrong"), "{report:#}");
+}
+
+/// The check and result columns of a report table, in order.
+fn rows(table: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = table.lines().collect();
+    let Some(start) = lines.iter().position(|line| line.starts_with("---")) else { return Vec::new() };
+    lines[start + 1..]
+        .iter()
+        .take_while(|line| !line.is_empty())
+        .map(|line| {
+            let mut columns = line.split("  ").map(str::trim).filter(|column| !column.is_empty());
+            (columns.next().unwrap_or_default().to_owned(), columns.next().unwrap_or_default().to_owned())
+        })
+        .collect()
 }
 
 /// The fake S3 in `mode` on a loopback port, served from a thread of its
@@ -206,6 +335,23 @@ fn hoplock_run_refuses_a_store_that_ignores_conditions() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("started"));
 
+    // A store that ignores the bare form is refused with --bare-etags, and
+    // without it too: verify tries a replaced ETag in both forms.
+    for extra in [&["--bare-etags"][..], &[]] {
+        let output = hoplock_run(&serve_fake(ProviderMode::IgnoresBareEtags), extra);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("refusing to campaign: UNSAFE: ignores conditions"), "{stderr}");
+        assert!(!String::from_utf8_lossy(&output.stdout).contains("started"), "the command never ran");
+    }
+
+    // A store that honours only bare ETags is adapted to, not refused.
+    let output = hoplock_run(&serve_fake(ProviderMode::BareEtagsOnly), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("sending ETags bare from now on"), "the adaptation is logged: {stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("started"), "it held the lease: {stderr}");
+
     // Weak ETags are refused too, and an honest store is not.
     let output = hoplock_run(&serve_fake(ProviderMode::WeakEtags), &[]);
     assert!(String::from_utf8_lossy(&output.stderr).contains("UNSAFE: weak ETags"));
@@ -238,7 +384,7 @@ fn ctrl_c_deletes_what_was_written() {
     assert_eq!(report["clean_up"]["left"], Value::Array(vec![]), "{report:#}");
     // The keys are gone from the store itself, not only from the report.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    for name in ["create", "cas", "etag"] {
+    for name in ["forms", "create-512", "cas-512"] {
         let mut config = hoplock::s3::S3Config::new(&server.bucket, format!("{prefix}{name}"));
         config.endpoint = Some(server.endpoint.clone());
         config.addressing = hoplock::s3::config::Addressing::PathStyle;

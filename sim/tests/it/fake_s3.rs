@@ -127,6 +127,41 @@ async fn ignoring_if_match_is_caught_by_the_update_race_and_verify() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_adapts_to_a_store_that_honours_only_bare_etags() {
+    use hoplock::s3::config::EtagStyle;
+    let server = start(ProviderMode::BareEtagsOnly, Faults::none()).await;
+    let backend = server.backend("leases/bare.json");
+    assert_eq!(backend.etag_style(), EtagStyle::Quoted);
+    let verification = backend.verify().await.expect("the bare form is found and used");
+    assert_eq!(verification.checks.len(), 4, "{verification:?}");
+    assert_eq!(backend.etag_style(), EtagStyle::Bare);
+    // Every backend made from it sends the form found, and it passes the
+    // suite that way.
+    let other = backend.with_key("leases/bare-too.json");
+    assert_eq!(other.etag_style(), EtagStyle::Bare);
+    run_suite(&other).await.unwrap_or_else(|failure| panic!("{failure}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_refuses_a_store_that_ignores_either_form_of_an_etag() {
+    let server = start(ProviderMode::IgnoresBareEtags, Faults::none()).await;
+    // Sent quoted, every write is conditional, but the bare form lets a
+    // replaced ETag through: unsafe for any client that sends it.
+    let err = server.backend("leases/a.json").verify().await.unwrap_err();
+    assert!(
+        matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: ignores conditions") && m.contains("bare form")),
+        "{err:?}"
+    );
+    let mut config = S3Config::new(BUCKET, "leases/b.json");
+    config.endpoint = Some(server.endpoint());
+    config.addressing = Addressing::PathStyle;
+    config.credentials = CredentialSource::Explicit(Credentials::new(ACCESS_KEY, SECRET_KEY));
+    config.etag_style = hoplock::s3::config::EtagStyle::Bare;
+    let err = S3Backend::new(config).unwrap().verify().await.unwrap_err();
+    assert!(matches!(&err, BackendError::Unsupported(m) if m.starts_with("UNSAFE: ignores conditions")), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_atomic_store_lets_overlapping_creates_all_win() {
     let server = start(ProviderMode::NonAtomic, write_latency(200)).await;
     let failure = conformance::create_race_has_one_winner(&server.backend("race.json")).await.unwrap_err();

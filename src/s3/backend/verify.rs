@@ -8,6 +8,11 @@
 //! time but lets racing writers both win: that takes many concurrent
 //! clients over many rounds, which is what `hoplock check-s3` does.
 //!
+//! They also find out which form of an ETag the store takes in `If-Match`:
+//! a store that refuses the quoted form but honours the bare one (as some
+//! providers are reported to) is used with bare ETags from then on, and a
+//! store that ignores either form is unsafe.
+//!
 //! The checks write a probe object next to the lease key and leave it in
 //! place, so no `s3:DeleteObject` permission is needed and a restart reuses
 //! it. Several processes may verify at once (a fleet starting together): a
@@ -17,6 +22,7 @@
 
 use bytes::Bytes;
 use http::Method;
+use tracing::info;
 
 use super::S3Backend;
 use crate::backend::{Backend, BackendError, Version};
@@ -68,13 +74,17 @@ impl S3Backend {
     /// 2. a write with the current ETag (`If-Match`) succeeds, twice in a
     ///    row with different bytes of the same length, and each gets a new
     ///    ETag (an ETag made of size and modification second would not);
-    /// 3. a write with a replaced ETag is refused;
+    /// 3. a write with a replaced ETag is refused, with the ETag quoted and
+    ///    bare;
     /// 4. `If-Match` on a missing key is refused and creates nothing.
     ///
     /// An unsafe store is [`BackendError::Unsupported`] whose message starts
     /// with the verdict (`UNSAFE: ignores conditions`, `UNSAFE: weak ETags`),
     /// and a store that refuses conditional writes outright is
-    /// `Unsupported` starting with `UNSUPPORTED`. Races are not checked
+    /// `Unsupported` starting with `UNSUPPORTED`. A store that refuses a
+    /// current ETag in the configured form but honours it in the other is
+    /// used in the other form from then on (by this backend and every one
+    /// made from it), with a log line. Races are not checked
     /// here; `hoplock check-s3` checks them. Needs `s3:GetObject` and
     /// `s3:PutObject` on `<key>.hoplock-verify*`.
     ///
@@ -139,7 +149,10 @@ impl S3Backend {
         }
         checks.push("create of an existing key refused");
 
-        let second = self.put_probe(Some(&first), "update-1").await?.map_err(Stop::Interrupted)?;
+        let second = match self.put_probe(Some(&first), "update-1").await? {
+            Ok(version) => version,
+            Err(refused) => self.adapt_etag_style(&first).await?.ok_or(Stop::Interrupted(refused))?,
+        };
         let third = self.put_probe(Some(&second), "update-2").await?.map_err(Stop::Interrupted)?;
         if second == first || third == second {
             return Err(unsafe_store(
@@ -152,7 +165,20 @@ impl S3Backend {
         if self.put_probe(Some(&second), "stale").await?.is_ok() {
             return Err(unsafe_store("ignores conditions", "a write with a replaced If-Match ETag succeeded".into()));
         }
-        checks.push("write with a replaced ETag refused");
+        // The form this backend does not send must not let a stale write
+        // through either: a store that takes a form must honour it. Any
+        // answer but a success (a 400 for a form it does not parse) is
+        // fine here.
+        let other = self.etag_style().other();
+        let body = self.probe_body("stale-other");
+        let header = ("if-match", other.render(&second));
+        if self.request(Method::PUT, &[header], body).await?.status().is_success() {
+            return Err(unsafe_store(
+                "ignores conditions",
+                format!("a write with a replaced If-Match ETag in the {} form succeeded", other.name()),
+            ));
+        }
+        checks.push("write with a replaced ETag refused, quoted and bare");
 
         let missing = self.with_key(format!("{}-missing-{}", self.key, random_hex(self.entropy.as_ref(), 6)));
         let nowhere = Version::new(format!("\"{}\"", random_hex(self.entropy.as_ref(), 16)));
@@ -170,6 +196,45 @@ impl S3Backend {
         Ok(checks)
     }
 
+    /// A probe body: the same length for every tag, so only the bytes
+    /// differ.
+    fn probe_body(&self, tag: &str) -> Bytes {
+        Bytes::from(format!("hoplock verify {tag:>11} {}\n", random_hex(self.entropy.as_ref(), 16)))
+    }
+
+    /// A write with the current ETag `current` was refused. If the probe
+    /// still holds `current`, the refusal was of the ETag's form: the write
+    /// is tried in the other form, and if that is honoured this backend
+    /// sends that form from now on. Returns the new version, or `None`
+    /// when the refusal was something else (another verifier's write).
+    async fn adapt_etag_style(&self, current: &Version) -> Result<Option<Version>, Stop> {
+        let held = match self.read().await {
+            Ok(stored) => stored.version,
+            Err(BackendError::Corrupt { version, .. }) => version,
+            Err(_) => return Ok(None),
+        };
+        if held != *current {
+            return Ok(None);
+        }
+        let (from, to) = (self.etag_style(), self.etag_style().other());
+        let header = ("if-match", to.render(current));
+        let response = self.request(Method::PUT, &[header], self.probe_body("adapt")).await?;
+        if !response.status().is_success() {
+            return Ok(None);
+        }
+        let version = self.etag(&response)?;
+        self.set_etag_style(to);
+        info!(
+            key = %self.key,
+            "the store refuses If-Match with a current ETag in the {} form and honours the {} form; sending ETags {} \
+             from now on",
+            from.name(),
+            to.name(),
+            to.name()
+        );
+        Ok(Some(version))
+    }
+
     /// Writes a probe body of a fixed length, conditionally: `Ok(Ok(etag))`
     /// when it was stored, `Ok(Err(_))` when it was refused (412, 409, or 404
     /// for `If-Match` on a missing key).
@@ -178,9 +243,7 @@ impl S3Backend {
             None => ("if-none-match", "*".to_string()),
             Some(version) => ("if-match", self.if_match(version)),
         };
-        // Same length for every tag, so only the bytes differ.
-        let body = format!("hoplock verify {tag:>10} {}\n", random_hex(self.entropy.as_ref(), 16));
-        let response = self.request(Method::PUT, &[condition], Bytes::from(body)).await?;
+        let response = self.request(Method::PUT, &[condition], self.probe_body(tag)).await?;
         if response.status().is_success() {
             return Ok(Ok(self.etag(&response)?));
         }

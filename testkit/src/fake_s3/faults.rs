@@ -88,6 +88,13 @@ pub struct Faults {
     /// the window. Less makes a client's reads jump back and forth in
     /// time, as reads served by replicas that lag by different amounts do.
     pub stale_read_chance: f64,
+    /// In the `applies-refused-late` mode, how long after its refusal a
+    /// refused conditional write is applied anyway. Default 4000 ms: some
+    /// seconds, as the lie was seen.
+    pub late_apply_ms: u64,
+    /// In the `lagging-reads` mode, how far every GET lags the writes.
+    /// Default 5000 ms.
+    pub read_lag_ms: u64,
 }
 
 impl Default for Faults {
@@ -99,6 +106,8 @@ impl Default for Faults {
             conflict_409_on_overlap: false,
             stale_read_window_ms: 1000,
             stale_read_chance: 1.0,
+            late_apply_ms: 4000,
+            read_lag_ms: 5000,
         }
     }
 }
@@ -191,6 +200,14 @@ pub enum FaultsError {
     /// The chance of a stale read is not within 0..=1.
     #[error("stale_read_chance must be within 0..=1, got {0}")]
     StaleReadChance(f64),
+    /// A late apply or a read lag longer than [`MAX_STALE_READ_WINDOW_MS`].
+    #[error("{field} must be at most {MAX_STALE_READ_WINDOW_MS} ms, got {value}")]
+    Delay {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+    },
 }
 
 impl Faults {
@@ -232,6 +249,16 @@ impl Faults {
         Duration::from_millis(self.stale_read_window_ms)
     }
 
+    /// How late a refused write is applied in `applies-refused-late`.
+    pub fn late_apply(&self) -> Duration {
+        Duration::from_millis(self.late_apply_ms)
+    }
+
+    /// How far reads lag in `lagging-reads`.
+    pub fn read_lag(&self) -> Duration {
+        Duration::from_millis(self.read_lag_ms)
+    }
+
     /// Checks every rate and distribution.
     pub fn validate(&self) -> Result<(), FaultsError> {
         for op in [OpKind::Read, OpKind::Write, OpKind::Delete] {
@@ -242,6 +269,11 @@ impl Faults {
         }
         if !(0.0..=1.0).contains(&self.stale_read_chance) {
             return Err(FaultsError::StaleReadChance(self.stale_read_chance));
+        }
+        for (field, value) in [("late_apply_ms", self.late_apply_ms), ("read_lag_ms", self.read_lag_ms)] {
+            if value > MAX_STALE_READ_WINDOW_MS {
+                return Err(FaultsError::Delay { field, value });
+            }
         }
         Ok(())
     }

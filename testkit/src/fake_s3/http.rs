@@ -43,6 +43,7 @@ use super::store::{Conditions, EtagCondition, Object, Refusal, Store};
 
 mod auth;
 mod failure;
+mod lies;
 mod overlap;
 mod route;
 
@@ -243,8 +244,10 @@ impl FakeS3Builder {
             return Err(BuildError::NoCredentials);
         }
         let mut store = Store::new();
-        if self.mode == ProviderMode::StaleReads {
-            store.set_history_retention(self.faults.stale_read_window());
+        match self.mode {
+            ProviderMode::StaleReads => store.set_history_retention(self.faults.stale_read_window()),
+            ProviderMode::LaggingReads => store.set_history_retention(self.faults.read_lag()),
+            _ => {}
         }
         store.set_weak_etags(self.mode == ProviderMode::WeakEtags);
         for bucket in &self.buckets {
@@ -270,6 +273,7 @@ impl FakeS3Builder {
                 next_sequence: AtomicU64::new(0),
                 virtual_host_domain: self.virtual_host_domain,
                 outage_until: Mutex::new(None),
+                conditional_writes: lies::ConditionalWrites::default(),
             }),
         })
     }
@@ -330,6 +334,8 @@ struct Inner {
     /// Until when every object request is refused, and with which status:
     /// an outage of the store, or throttling of the whole prefix.
     outage_until: Mutex<Option<(Instant, u16)>>,
+    /// Conditional writes per key, for `conditions-expire-per-key`.
+    conditional_writes: lies::ConditionalWrites,
 }
 
 impl fmt::Debug for FakeS3 {
@@ -372,6 +378,8 @@ struct ObjectRequest {
     sequence: u64,
     if_match: Option<String>,
     if_none_match: Option<String>,
+    /// The `Range` header of a GET, as received.
+    range: Option<String>,
     client: Option<String>,
 }
 
@@ -542,6 +550,7 @@ impl FakeS3 {
             sequence,
             if_match: header(request.headers(), "if-match"),
             if_none_match: header(request.headers(), "if-none-match"),
+            range: header(request.headers(), "range"),
             client: header(request.headers(), CLIENT_HEADER),
         };
         self.object_request(object_request, request).await
@@ -676,7 +685,7 @@ impl FakeS3 {
             (ProviderMode::IgnoreIfNoneMatch, OpKind::Write) => conditions.if_none_match = None,
             (ProviderMode::IgnoreIfMatch, OpKind::Write) => conditions.if_match = None,
             (ProviderMode::IgnoreConditionalDelete, OpKind::Delete) => conditions.if_match = None,
-            _ => {}
+            _ => self.bend_conditions(req, request.body().len(), &mut conditions)?,
         }
         Ok(conditions)
     }
@@ -687,10 +696,14 @@ impl FakeS3 {
         let chance = self.inner.faults.stale_read_chance;
         let stale =
             self.inner.mode == ProviderMode::StaleReads && (chance >= 1.0 || lock(&self.inner.rng).chance(chance));
+        let lag = match self.inner.mode {
+            ProviderMode::LaggingReads => Some(self.inner.faults.read_lag()),
+            _ if stale => Some(self.inner.faults.stale_read_window()),
+            _ => None,
+        };
         let store = lock(&self.inner.store);
         let applied_at = Some(self.inner.clock.now());
-        let result = if stale {
-            let window = self.inner.faults.stale_read_window();
+        let result = if let Some(window) = lag {
             let now = self.inner.clock.wall();
             let then = now.checked_sub(window).unwrap_or(SystemTime::UNIX_EPOCH);
             store.get_as_of(&req.bucket, &req.key, then, conditions)
@@ -782,6 +795,7 @@ impl FakeS3 {
             && conditions.if_match.is_some()
             && store.current(&req.bucket, &req.key).is_none();
         let conditions = if non_atomic || creates { &unconditional } else { conditions };
+        let kept = body.clone();
         let applied = match req.op {
             OpKind::Write => match store.put(&req.bucket, &req.key, body, content_type, conditions, now) {
                 Ok(object) => {
@@ -794,7 +808,10 @@ impl FakeS3 {
                         took_effect: true,
                     }
                 }
-                Err(refusal) => Applied::refused(S3Failure::from_refusal(&refusal, &req.key)),
+                Err(refusal) => {
+                    self.apply_refused_later(req, &refusal, kept);
+                    Applied::refused(S3Failure::from_refusal(&refusal, &req.key))
+                }
             },
             _ => match store.delete(&req.bucket, &req.key, conditions, now) {
                 Ok(removed) => {
@@ -814,14 +831,24 @@ impl FakeS3 {
     }
 
     fn object_response(&self, object: &Object, req: &ObjectRequest) -> Response<Bytes> {
-        let response = self
-            .base_response(StatusCode::OK, &req.request_id)
+        let whole = object.body();
+        // A GET with a `Range` of bytes gets that part, as S3 answers it; a
+        // range S3 would not parse is ignored, as S3 ignores it.
+        let part = req.range.as_deref().filter(|_| !req.head).and_then(|range| byte_range(range, whole.len()));
+        let (status, body) = match part {
+            Some((first, last)) => (StatusCode::PARTIAL_CONTENT, whole.slice(first..=last)),
+            None => (StatusCode::OK, whole.clone()),
+        };
+        let mut response = self
+            .base_response(status, &req.request_id)
             .header(ETAG, object.etag())
             .header(LAST_MODIFIED, format_http_date(object.last_modified()))
             .header(CONTENT_TYPE, object.content_type().unwrap_or("binary/octet-stream"))
-            .header(CONTENT_LENGTH, object.body().len());
-        let body = if req.head { Bytes::new() } else { object.body().clone() };
-        finish(response, body)
+            .header(CONTENT_LENGTH, body.len());
+        if let Some((first, last)) = part {
+            response = response.header("content-range", format!("bytes {first}-{last}/{}", whole.len()));
+        }
+        finish(response, if req.head { Bytes::new() } else { body })
     }
 
     fn report(
@@ -911,6 +938,17 @@ impl Applied {
 /// A header's values joined with `,`, as HTTP allows. Bytes that are not
 /// UTF-8 are replaced rather than the header skipped: a conditional header
 /// dropped for its spelling would turn a conditional write unconditional.
+/// The first and last byte of `bytes=FIRST-LAST` or `bytes=FIRST-` within
+/// an object of `len` bytes, the last clamped to the object's end. `None`
+/// for any other form, or a first byte past the end (S3 answers 416 there;
+/// the whole object is enough for the fake's clients).
+fn byte_range(range: &str, len: usize) -> Option<(usize, usize)> {
+    let (first, last) = range.trim().strip_prefix("bytes=")?.split_once('-')?;
+    let first: usize = first.parse().ok()?;
+    let last = if last.is_empty() { len.checked_sub(1)? } else { last.parse::<usize>().ok()?.min(len.checked_sub(1)?) };
+    (first <= last).then_some((first, last))
+}
+
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     let values: Vec<String> =
         headers.get_all(name).iter().map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()).collect();

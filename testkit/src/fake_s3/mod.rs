@@ -64,4 +64,4 @@ pub mod store;
 
 pub use faults::{Faults, Latency, OpFaults, OpKind};
 pub use http::{BuildError, CLIENT_HEADER, Event, FakeS3, FakeS3Builder, Observer, Outcome, Reply};
-pub use mode::{ParseModeError, ProviderMode};
+pub use mode::{CONDITIONS_PER_KEY, LARGE_BODY_BYTES, ParseModeError, ProviderMode};

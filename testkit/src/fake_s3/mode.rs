@@ -10,6 +10,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// In the `large-bodies-unconditional` mode, the PUT body size above which
+/// conditions are ignored: 64 KiB, as the gateway that did it.
+pub const LARGE_BODY_BYTES: usize = 64 * 1024;
+
+/// In the `conditions-expire-per-key` mode, how many conditional writes of
+/// one key are honoured before its conditions are ignored.
+pub const CONDITIONS_PER_KEY: u32 = 50;
+
 /// How the fake S3 treats conditional requests.
 ///
 /// Every mode but [`ProviderMode::Honest`] is broken on purpose.
@@ -52,11 +60,35 @@ pub enum ProviderMode {
     /// in, not its MD5: different bytes of one length written within a
     /// second share an ETag, so a stale `If-Match` can match (ABA).
     WeakEtags,
+    /// Answers a failed condition correctly (412, or 404 for `If-Match` on
+    /// a missing key) but applies the refused write anyway
+    /// [`Faults::late_apply_ms`](super::Faults::late_apply_ms) later, as a
+    /// replicated store that queues a write before it checks the condition
+    /// may.
+    AppliesRefusedLate,
+    /// Ignores the conditions of a PUT whose body is over
+    /// [`LARGE_BODY_BYTES`], as a gateway
+    /// that streams large bodies past its condition check may.
+    LargeBodiesUnconditional,
+    /// Honours conditions for the first
+    /// [`CONDITIONS_PER_KEY`] conditional
+    /// writes of a key and ignores them after that.
+    ConditionsExpirePerKey,
+    /// Writes are atomic, but every GET returns the object as it was
+    /// [`Faults::read_lag_ms`](super::Faults::read_lag_ms) ago, as reads
+    /// served by an asynchronous replica do.
+    LaggingReads,
+    /// Refuses an `If-Match` ETag in quotes with 412 and honours only the
+    /// bare value (DigitalOcean Spaces and Hetzner are reported to).
+    BareEtagsOnly,
+    /// Honours a quoted `If-Match` ETag but ignores a bare one: the write
+    /// succeeds whatever the object holds.
+    IgnoresBareEtags,
 }
 
 impl ProviderMode {
     /// Every mode, honest first.
-    pub const ALL: [ProviderMode; 9] = [
+    pub const ALL: [ProviderMode; 15] = [
         ProviderMode::Honest,
         ProviderMode::IgnoreIfNoneMatch,
         ProviderMode::IgnoreIfMatch,
@@ -66,6 +98,12 @@ impl ProviderMode {
         ProviderMode::RejectConditional,
         ProviderMode::IfMatchCreates,
         ProviderMode::WeakEtags,
+        ProviderMode::AppliesRefusedLate,
+        ProviderMode::LargeBodiesUnconditional,
+        ProviderMode::ConditionsExpirePerKey,
+        ProviderMode::LaggingReads,
+        ProviderMode::BareEtagsOnly,
+        ProviderMode::IgnoresBareEtags,
     ];
 
     /// The mode's kebab-case name, as scenario files and `--mode` spell it.
@@ -80,6 +118,12 @@ impl ProviderMode {
             ProviderMode::RejectConditional => "reject-conditional",
             ProviderMode::IfMatchCreates => "if-match-creates",
             ProviderMode::WeakEtags => "weak-etags",
+            ProviderMode::AppliesRefusedLate => "applies-refused-late",
+            ProviderMode::LargeBodiesUnconditional => "large-bodies-unconditional",
+            ProviderMode::ConditionsExpirePerKey => "conditions-expire-per-key",
+            ProviderMode::LaggingReads => "lagging-reads",
+            ProviderMode::BareEtagsOnly => "bare-etags-only",
+            ProviderMode::IgnoresBareEtags => "ignores-bare-etags",
         }
     }
 
@@ -97,11 +141,20 @@ impl ProviderMode {
             ProviderMode::RejectConditional => "501 NotImplemented for conditional PUT and DELETE",
             ProviderMode::IfMatchCreates => "If-Match on a missing key creates it",
             ProviderMode::WeakEtags => "ETags from length and whole second: same-length writes within a second match",
+            ProviderMode::AppliesRefusedLate => "a refused conditional write answered 412 but applied seconds later",
+            ProviderMode::LargeBodiesUnconditional => "conditions ignored on PUT bodies over 64 KiB",
+            ProviderMode::ConditionsExpirePerKey => "conditions honoured for a key's first 50 conditional writes only",
+            ProviderMode::LaggingReads => "atomic writes, but every GET shows the object as it was read_lag_ms ago",
+            ProviderMode::BareEtagsOnly => "If-Match refused with 412 when the ETag is quoted; bare ETags honoured",
+            ProviderMode::IgnoresBareEtags => "If-Match honoured when quoted, ignored when bare",
         }
     }
 
     /// Whether the mode is safe to hold a lease on (only `honest` is, and
     /// `reject-conditional`, which refuses loudly rather than lying).
+    /// `lagging-reads` and `bare-etags-only` are safe for a client that
+    /// waits for its reads and sends bare ETags, but they are still not
+    /// what S3 does, so they count as broken here.
     pub const fn is_safe(self) -> bool {
         matches!(self, ProviderMode::Honest | ProviderMode::RejectConditional)
     }

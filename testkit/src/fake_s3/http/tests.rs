@@ -6,6 +6,7 @@ use hoplock::s3::xml::S3Error;
 
 use super::*;
 use crate::fake_s3::faults::{Latency, OpFaults};
+use crate::fake_s3::mode::{CONDITIONS_PER_KEY, LARGE_BODY_BYTES};
 
 const EPOCH_SECS: u64 = 1_700_000_000;
 
@@ -463,4 +464,102 @@ fn building_checks_faults_credentials_and_buckets() {
     assert!(matches!(builder().faults(faults).build(), Err(BuildError::Faults(_))));
     let debug = format!("{:?}", builder().credentials("AK2", "TOPSECRET"));
     assert!(!debug.contains("TOPSECRET") && debug.contains("AK2"), "{debug}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn applies_refused_late_answers_412_then_stores_the_write() {
+    let faults = Faults { late_apply_ms: 2000, ..Faults::default() };
+    let (s3, clock) = fake(ProviderMode::AppliesRefusedLate, faults);
+    let first = etag(&send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await);
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", first.as_str())], "two")).await;
+    let stale = send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", first.as_str())], "late")).await;
+    assert_eq!(stale.status(), 412, "the answer is right");
+    let missing = send(&s3, signed(&clock, Method::PUT, "/b/gone", &[("if-match", first.as_str())], "ghost")).await;
+    assert_eq!(missing.status(), 404);
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "two");
+    clock.sleep_until(clock.now() + Duration::from_millis(2100)).await;
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "late", "then it lands");
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/gone", &[], "")).await.body(), "ghost");
+}
+
+#[tokio::test(start_paused = true)]
+async fn large_bodies_lose_their_conditions() {
+    let (s3, clock) = fake(ProviderMode::LargeBodiesUnconditional, Faults::none());
+    let create = [("if-none-match", "*")];
+    let small = "s".repeat(LARGE_BODY_BYTES);
+    let large = "l".repeat(LARGE_BODY_BYTES + 1);
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &create, &small)).await.status(), 200);
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &create, &small)).await.status(), 412);
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &create, &large)).await.status(), 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn conditions_expire_after_a_keys_first_conditional_writes() {
+    let (s3, clock) = fake(ProviderMode::ConditionsExpirePerKey, Faults::none());
+    let first = etag(&send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "base")).await);
+    let mut current = first.clone();
+    for n in 0..CONDITIONS_PER_KEY - 1 {
+        let body = format!("write {n:04}");
+        let write = send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", current.as_str())], &body)).await;
+        assert_eq!(write.status(), 200);
+        current = etag(&write);
+    }
+    let stale = [("if-match", first.as_str())];
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &stale, "stale 1")).await.status(), 412, "the 50th");
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &stale, "stale 2")).await.status(), 200, "the 51st");
+    let other = send(&s3, signed(&clock, Method::PUT, "/b/other", &[("if-match", first.as_str())], "x")).await;
+    assert_eq!(other.status(), 404, "another key still has its conditions");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lagging_reads_show_every_write_late_and_writes_stay_atomic() {
+    let faults = Faults { read_lag_ms: 1000, ..Faults::default() };
+    let (s3, clock) = fake(ProviderMode::LaggingReads, faults);
+    let first = etag(&send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await);
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.status(), 404, "not there yet");
+    clock.sleep_until(clock.now() + Duration::from_millis(1100)).await;
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", first.as_str())], "two")).await;
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "one");
+    let stale = send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", first.as_str())], "three")).await;
+    assert_eq!(stale.status(), 412, "writes are judged on the latest state");
+    clock.sleep_until(clock.now() + Duration::from_millis(1100)).await;
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "two");
+}
+
+#[tokio::test(start_paused = true)]
+async fn bare_etags_only_refuses_quoted_ones_and_ignores_bare_ones_is_the_reverse() {
+    let (s3, clock) = fake(ProviderMode::BareEtagsOnly, Faults::none());
+    let quoted = etag(&send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await);
+    let bare = quoted.trim_matches('"').to_owned();
+    assert_eq!(
+        send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", quoted.as_str())], "2")).await.status(),
+        412
+    );
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", bare.as_str())], "3")).await.status(), 200);
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", bare.as_str())], "4")).await.status(), 412);
+
+    let (s3, clock) = fake(ProviderMode::IgnoresBareEtags, Faults::none());
+    let quoted = etag(&send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "one")).await);
+    send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "two")).await;
+    let bare = quoted.trim_matches('"').to_owned();
+    assert_eq!(
+        send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", quoted.as_str())], "3")).await.status(),
+        412
+    );
+    assert_eq!(send(&s3, signed(&clock, Method::PUT, "/b/k", &[("if-match", bare.as_str())], "4")).await.status(), 200);
+    assert_eq!(send(&s3, signed(&clock, Method::GET, "/b/k", &[], "")).await.body(), "4", "the stale write won");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ranged_get_returns_that_part_with_the_objects_etag() {
+    let (s3, clock) = fake(ProviderMode::Honest, Faults::none());
+    let put = send(&s3, signed(&clock, Method::PUT, "/b/k", &[], "0123456789")).await;
+    let part = send(&s3, signed(&clock, Method::GET, "/b/k", &[("range", "bytes=2-4")], "")).await;
+    assert_eq!((part.status().as_u16(), part.body().clone()), (206, Bytes::from("234")));
+    assert_eq!(part.headers()["content-range"], "bytes 2-4/10");
+    assert_eq!(etag(&part), etag(&put));
+    let tail = send(&s3, signed(&clock, Method::GET, "/b/k", &[("range", "bytes=8-99")], "")).await;
+    assert_eq!(tail.body(), "89", "the last byte is clamped to the end");
+    let odd = send(&s3, signed(&clock, Method::GET, "/b/k", &[("range", "lines=1-2")], "")).await;
+    assert_eq!((odd.status().as_u16(), odd.body().len()), (200, 10), "a range S3 would not parse is ignored");
 }
