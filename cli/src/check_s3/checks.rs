@@ -1,6 +1,9 @@
-//! The checks `hoplock check-s3` runs, in order: sequential ones first
-//! (each condition alone), then races, a slow body, a linearizability
-//! audit, authentication, and the findings.
+//! The checks `hoplock check-s3` runs, in order: the read lag and the ETag
+//! forms first (every later read-back and condition depends on them), the
+//! one-at-a-time checks (each condition alone, at several body sizes, then
+//! many writes of one key), races, a slow body, a linearizability audit,
+//! authentication, a conditional delete, and last the settle pass that
+//! reads every key again for refused writes that landed late.
 //!
 //! Each check records what it sent and what came back as evidence. A check
 //! that should fail but succeeded is a failure whatever else happened; a
@@ -20,6 +23,15 @@ use http::Method;
 use super::Progress;
 use super::probe::{Answer, Condition, Probe, body};
 use super::report::{Check, Report, Verdict};
+mod audit;
+mod forms;
+mod lag;
+mod long_run;
+mod races;
+mod single;
+
+use self::lag::ReadLag;
+use self::single::Refusal;
 
 /// Bodies of the sequential checks: small, and all of one length, so that
 /// only their bytes differ.
@@ -443,12 +455,7 @@ fn held(stored: Option<u64>) -> String {
     }
 }
 
-mod audit;
-mod forms;
-mod lag;
-mod long_run;
-mod races;
-mod single;
-
-use self::lag::ReadLag;
-use self::single::Refusal;
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A list of facts: a panic elsewhere leaves it whole.
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -15,7 +15,6 @@ use hoplock::clock::{Clock, Instant, SystemClock};
 use bytes::Bytes;
 use hoplock::BackendError;
 use hoplock::s3::S3Backend;
-use hoplock::s3::sigv4::encode_key;
 use hoplock::s3::transport::{HttpTransport, ReqwestTransport, ResponseFuture};
 use hoplock::s3::xml::S3Error;
 use http::{Method, Request, Response};
@@ -66,7 +65,7 @@ pub struct Answer {
     pub date: Option<String>,
     /// The server's `Server` header, if it sent one.
     pub server: Option<String>,
-    /// When it was sent and when the answer arrived, on this process's clock.
+    /// When it was sent, on this process's clock.
     pub sent: Instant,
     /// When the answer (or the failure) came.
     pub received: Instant,
@@ -106,9 +105,13 @@ impl Answer {
     }
 }
 
-/// How many bytes [`Probe::get_start`] asks for: more than a body's first
-/// line.
+/// How many bytes [`Probe::get_start`] asks for: the write id comes first
+/// in a body, well within them.
 const START_BYTES: usize = 256;
+
+/// The full key a request was signed for, carried in its extensions.
+#[derive(Debug, Clone)]
+struct KeyName(String);
 
 /// A conditional write the store refused: which write (the id its body
 /// carries) and when the refusal came.
@@ -165,7 +168,7 @@ impl Probe {
 
     /// The conditional writes refused so far on `name`.
     pub fn refused(&self, name: &str) -> Vec<RefusedWrite> {
-        lock(&self.refused).get(&encode_key(&self.key(name))).cloned().unwrap_or_default()
+        lock(&self.refused).get(&self.key(name)).cloned().unwrap_or_default()
     }
 
     /// How many conditional writes were refused in all, and when the last
@@ -217,7 +220,12 @@ impl Probe {
         if method == Method::PUT {
             self.lock().insert(self.key(name));
         }
-        self.backend(client, name).signed_request(method, &headers, body).await
+        let mut request = self.backend(client, name).signed_request(method, &headers, body).await?;
+        // The key travels with the request, so a refusal is recorded under
+        // it whatever the URL looks like (a bucket or base path may contain
+        // the prefix too).
+        request.extensions_mut().insert(KeyName(self.key(name)));
+        Ok(request)
     }
 
     /// GET the first bytes of `name`: enough to tell which write it holds
@@ -230,10 +238,13 @@ impl Probe {
         Ok(self.send(request).await)
     }
 
-    /// Sends a request built by [`Probe::signed`] (perhaps altered).
+    /// Sends a request built by [`Probe::signed`] (perhaps altered), with
+    /// the request timeout plus a millisecond per KiB of body: a large body
+    /// over a slow link needs more.
     pub async fn send(&self, request: Request<Bytes>) -> Answer {
         let refusable = self.refusable(&request);
-        let answer = self.timed(self.timeout, self.transport.send(request)).await;
+        let timeout = self.timeout + Duration::from_millis(request.body().len() as u64 / 1024);
+        let answer = self.timed(timeout, self.transport.send(request)).await;
         self.note_refusal(refusable, &answer);
         answer
     }
@@ -245,10 +256,8 @@ impl Probe {
             return None;
         }
         let id = body_id(request.body())?;
-        // Keys are kept as the path carries them, percent-encoded.
-        let path = request.uri().path();
-        let at = path.find(&encode_key(&self.prefix))?;
-        Some((path[at..].to_owned(), id))
+        let KeyName(key) = request.extensions().get::<KeyName>()?;
+        Some((key.clone(), id))
     }
 
     fn note_refusal(&self, refusable: Option<(String, u64)>, answer: &Answer) {
@@ -332,9 +341,10 @@ impl Probe {
     /// Deletes every key written, without conditions, then, after
     /// `verify_after` (the read lag), reads each again: a key that came
     /// back (a refused write applied after its delete) is deleted once more
-    /// and counted. Returns the keys that could not be deleted, with why,
-    /// and the keys that came back.
-    pub async fn clean_up(&self, verify_after: Duration) -> (Vec<(String, String)>, Vec<String>) {
+    /// and reported. Returns the keys that could not be deleted, with why,
+    /// and the keys that came back, each with whether it held a write the
+    /// store had refused.
+    pub async fn clean_up(&self, verify_after: Duration) -> (Vec<(String, String)>, Vec<(String, bool)>) {
         let mut left = Vec::new();
         let mut deleted = Vec::new();
         for key in self.written() {
@@ -350,13 +360,15 @@ impl Probe {
         self.pause(verify_after).await;
         let mut back = Vec::new();
         for name in deleted {
-            let Ok(answer) = self.get(0, &name).await else { continue };
-            if answer.status == Some(200) {
+            let Ok(answer) = self.get_start(0, &name).await else { continue };
+            if matches!(answer.status, Some(200 | 206)) {
                 let key = self.key(&name);
+                let id = body_id(&answer.body);
+                let refused = id.is_some_and(|id| self.refused(&name).iter().any(|write| write.id == id));
                 if let Err(why) = self.delete(&name).await {
                     left.push((key.clone(), format!("came back after its delete, then: {why}")));
                 }
-                back.push(key);
+                back.push((key, refused));
             }
         }
         (left, back)
@@ -408,11 +420,12 @@ fn no_answer(why: String, sent: Instant, received: Instant) -> Answer {
     }
 }
 
-/// A body of `len` bytes (at least its header line) that names the run,
-/// the check and a write id on its first line, so a read tells which write
-/// it returned; the rest is filler that differs per id.
+/// A body of `len` bytes (at least its header line) that names a write id,
+/// the run and the check on its first line, so a read tells which write it
+/// returned; the rest is filler that differs per id. The id comes first, so
+/// the first bytes of an object tell it whatever the prefix's length.
 pub fn body(prefix: &str, tag: &str, id: u64, len: usize) -> Bytes {
-    let mut bytes = format!("hoplock check-s3 {prefix} {tag} {id:016x}\n").into_bytes();
+    let mut bytes = format!("hoplock check-s3 {id:016x} {prefix} {tag}\n").into_bytes();
     let mut state = id;
     while bytes.len() < len {
         bytes.push(b'a' + (hoplock::entropy::splitmix64(&mut state) % 26) as u8);
@@ -424,7 +437,7 @@ pub fn body(prefix: &str, tag: &str, id: u64, len: usize) -> Bytes {
 pub fn body_id(bytes: &[u8]) -> Option<u64> {
     let line = bytes.split(|&b| b == b'\n').next()?;
     let line = std::str::from_utf8(line).ok()?;
-    let id = line.strip_prefix("hoplock check-s3 ")?.rsplit(' ').next()?;
+    let id = line.strip_prefix("hoplock check-s3 ")?.split(' ').next()?;
     u64::from_str_radix(id, 16).ok()
 }
 
@@ -442,5 +455,7 @@ mod tests {
         assert_eq!(body_id(&b), Some(8));
         assert_eq!(body_id(b"something else"), None);
         assert_eq!(body_id(&body("p/", "x", 3, 1)), Some(3), "never shorter than its header");
+        let long = "p".repeat(400);
+        assert_eq!(body_id(&body(&long, "x", 9, 4096)[..START_BYTES]), Some(9), "the id comes first");
     }
 }

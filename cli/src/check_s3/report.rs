@@ -15,7 +15,7 @@
 //! | `warnings` | array of strings | warnings (a wrong signature accepted, lagging reads) |
 //! | `not_judged` | array of strings | checks that ran on too little evidence to judge, with why |
 //! | `target` | object | `endpoints` (array), `bucket`, `prefix`, `fake_mode` (string or null), `server` (its `Server` header, or null) |
-//! | `settings` | object | `rounds`, `concurrency`, `body_bytes`, `settle_ms` |
+//! | `settings` | object | `rounds`, `concurrency`, `body_bytes`, `settle_ms`, `thorough`, `bare_etags` |
 //! | `read_lag_ms` | integer or null | the longest time a write took to show in reads |
 //! | `checks` | array | one object per check: `name`, `status` (`pass`, `fail`, `not-supported`, `skipped`), `verdict` (what a failure means, or null), `evidence` |
 //! | `findings` | array | one object per finding: `name`, `value` |
@@ -182,6 +182,10 @@ pub struct Report {
     pub body_bytes: usize,
     /// How long after the last refused write every key was read again.
     pub settle: std::time::Duration,
+    /// Whether every check sent `If-Match` ETags bare (`--bare-etags`).
+    pub bare_etags: bool,
+    /// Whether the one-at-a-time checks also wrote a body over 5 MiB.
+    pub thorough: bool,
     /// The longest time a write took to show in reads, once measured.
     pub read_lag: Option<std::time::Duration>,
     /// How long read-backs waited after a write, for the read lag.
@@ -202,8 +206,9 @@ pub struct Report {
     pub deleted: usize,
     /// Keys that could not be deleted, with why.
     pub left: Vec<(String, String)>,
-    /// Keys found again after their delete (and deleted once more).
-    pub came_back: Vec<String>,
+    /// Keys found again after their delete (and deleted once more), each
+    /// with whether it held a write the store had refused.
+    pub came_back: Vec<(String, bool)>,
     /// How long the run took.
     pub elapsed_ms: u64,
 }
@@ -298,13 +303,20 @@ impl Report {
     }
 
     fn settings_line(&self) -> String {
-        format!(
+        let mut line = format!(
             "{} rounds of {} racing clients, {} KiB bodies, settle {} s",
             self.rounds,
             self.concurrency,
             self.body_bytes / 1024,
             self.settle.as_secs_f64()
-        )
+        );
+        if self.thorough {
+            line.push_str(", thorough (a body over 5 MiB too)");
+        }
+        if self.bare_etags {
+            line.push_str(", bare ETags");
+        }
+        line
     }
 
     fn clean_up_line(&self) -> String {
@@ -384,6 +396,8 @@ impl Report {
                 "concurrency": self.concurrency,
                 "body_bytes": self.body_bytes,
                 "settle_ms": self.settle.as_millis() as u64,
+                "thorough": self.thorough,
+                "bare_etags": self.bare_etags,
             },
             "read_lag_ms": self.read_lag.map(|lag| lag.as_millis() as u64),
             "checks": self.checks.iter().map(|check| json!({
@@ -396,7 +410,7 @@ impl Report {
             "clean_up": {
                 "deleted": self.deleted,
                 "left": self.left.iter().map(|(key, why)| json!({"key": key, "why": why})).collect::<Vec<_>>(),
-                "came_back": self.came_back,
+                "came_back": self.came_back.iter().map(|(key, _)| key).collect::<Vec<_>>(),
             },
             "elapsed_ms": self.elapsed_ms,
         })

@@ -80,7 +80,7 @@ fn an_honest_store_is_safe_with_every_check_judged() {
     let statuses: Vec<&str> =
         report["checks"].as_array().unwrap().iter().map(|check| check["status"].as_str().unwrap()).collect();
     assert!(statuses.iter().all(|status| *status == "pass"), "{statuses:?}");
-    assert_eq!(statuses.len(), 16);
+    assert_eq!(statuses.len(), 17);
     assert_eq!(report["not_judged"], Value::Array(vec![]));
 }
 

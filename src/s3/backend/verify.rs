@@ -151,7 +151,12 @@ impl S3Backend {
 
         let second = match self.put_probe(Some(&first), "update-1").await? {
             Ok(version) => version,
-            Err(refused) => self.adapt_etag_style(&first).await?.ok_or(Stop::Interrupted(refused))?,
+            // Only a 412 can be a refusal of the ETag's form; a 409 is
+            // another verifier's write in flight.
+            Err(BackendError::LeaseHeld) => {
+                self.adapt_etag_style(&first).await?.ok_or(Stop::Interrupted(BackendError::LeaseHeld))?
+            }
+            Err(refused) => return Err(Stop::Interrupted(refused)),
         };
         let third = self.put_probe(Some(&second), "update-2").await?.map_err(Stop::Interrupted)?;
         if second == first || third == second {

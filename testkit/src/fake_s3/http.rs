@@ -935,9 +935,6 @@ impl Applied {
     }
 }
 
-/// A header's values joined with `,`, as HTTP allows. Bytes that are not
-/// UTF-8 are replaced rather than the header skipped: a conditional header
-/// dropped for its spelling would turn a conditional write unconditional.
 /// The first and last byte of `bytes=FIRST-LAST` or `bytes=FIRST-` within
 /// an object of `len` bytes, the last clamped to the object's end. `None`
 /// for any other form, or a first byte past the end (S3 answers 416 there;
@@ -949,6 +946,9 @@ fn byte_range(range: &str, len: usize) -> Option<(usize, usize)> {
     (first <= last).then_some((first, last))
 }
 
+/// A header's values joined with `,`, as HTTP allows. Bytes that are not
+/// UTF-8 are replaced rather than the header skipped: a conditional header
+/// dropped for its spelling would turn a conditional write unconditional.
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     let values: Vec<String> =
         headers.get_all(name).iter().map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned()).collect();

@@ -20,7 +20,8 @@ pub const MIN_AUDIT_WRITES: usize = 50;
 pub const MIN_AUDIT_READS: usize = 100;
 
 /// Steps one auditing client takes at most, should the minimums never be
-/// reached (a store that refuses most writes).
+/// reached (a store that refuses most writes), unless `--rounds` asks for
+/// more.
 const MAX_AUDIT_STEPS: u64 = 400;
 
 /// What all auditing clients have gathered so far.
@@ -52,13 +53,14 @@ impl Run<'_> {
         self.probe.pause(self.lag.wait()).await;
         let clients = self.settings.concurrency.clamp(2, 8) as u64;
         let steps = u64::from(self.settings.rounds.max(4));
+        let most = MAX_AUDIT_STEPS.max(steps);
         let origin = self.probe.clock().now();
         let gathered = Arc::new(Gathered::default());
         let mut auditors = JoinSet::new();
         for client in 0..clients {
             let probe = self.probe.clone();
             let prefix = self.report.prefix.clone();
-            auditors.spawn(audit_client(probe, prefix, client, steps, origin, gathered.clone()));
+            auditors.spawn(audit_client(probe, prefix, client, (steps, most), origin, gathered.clone()));
         }
         let mut history = Vec::new();
         let mut written = vec![1];
@@ -73,6 +75,13 @@ impl Run<'_> {
             kept_etag += audit.kept_etag;
         }
         history.sort_by_key(|op: &Operation| op.invoke);
+        // A read that returned a refused write is evidence for the settle
+        // pass, as any other read-back's.
+        for op in &history {
+            if let (Call::Read, Some(Outcome::Value(id))) = (&op.call, op.outcome()) {
+                self.note_if_refused("audit", Some(id));
+            }
+        }
         let writes: Vec<Operation> = history.iter().filter(|op| op.call.is_write()).cloned().collect();
         let reads = history.len() - writes.len();
         // Reads only have to return something somebody wrote.
@@ -154,14 +163,14 @@ async fn audit_client(
     probe: Probe,
     prefix: String,
     client: u64,
-    steps: u64,
+    (steps, most): (u64, u64),
     origin: Instant,
     gathered: Arc<Gathered>,
 ) -> Audit {
     let nanos = |at: Instant| at.saturating_duration_since(origin).as_nanos() as u64;
     let mut audit = Audit::default();
     let mut own: Option<(u64, String)> = None;
-    for step in 0..MAX_AUDIT_STEPS {
+    for step in 0..most {
         if step >= steps && gathered.enough() {
             break;
         }

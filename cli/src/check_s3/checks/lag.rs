@@ -13,7 +13,7 @@ use std::time::Duration;
 use hoplock::clock::{Clock, Instant};
 use tokio::task::JoinSet;
 
-use super::{Fatal, Run};
+use super::{Fatal, Run, lock};
 use crate::check_s3::probe::{Condition, Probe, body, body_id};
 use crate::check_s3::report::{Check, Verdict};
 
@@ -111,14 +111,19 @@ impl Run<'_> {
         let mut last = None;
         for _ in 0..3 {
             let answer = self.probe.get_start(0, name).await.map_err(|err| err.to_string())?;
-            self.settle(&answer, false)?;
+            if answer.code != "AccessDenied" {
+                self.settle(&answer, false)?;
+            }
             match answer.status {
                 Some(200 | 206) => {
                     let id = body_id(&answer.body);
                     self.note_if_refused(name, id);
                     return Ok((id, answer.etag));
                 }
+                // A key that does not exist reads as 403 AccessDenied to a
+                // caller without ListBucket, as `reach` allows.
                 Some(404) => return Ok((None, None)),
+                Some(403) if answer.code == "AccessDenied" => return Ok((None, None)),
                 _ => last = Some(answer.describe()),
             }
         }
@@ -161,12 +166,12 @@ impl Run<'_> {
         }
     }
 
-    fn note_if_refused(&self, name: &str, id: Option<u64>) {
+    pub(super) fn note_if_refused(&self, name: &str, id: Option<u64>) {
         let Some(id) = id else { return };
         if let Some(refused) = self.probe.refused(name).into_iter().find(|write| write.id == id) {
             let seen = self.probe.clock().now().saturating_duration_since(refused.at);
             let note = format!("{} holds write {id}, refused {} ms before", self.probe.key(name), seen.as_millis());
-            let mut late = self.late.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut late = lock(&self.late);
             if !late.contains(&note) {
                 late.push(note);
             }
@@ -200,7 +205,7 @@ impl Run<'_> {
         for name in &names {
             self.read_back(name).await?;
         }
-        let late = self.late.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let late = lock(&self.late).clone();
         let evidence = format!(
             "{refusals} conditional writes refused; {} keys read again {:.1} s after the last refusal (--settle {} s)",
             names.len(),
@@ -225,20 +230,36 @@ impl Run<'_> {
     }
 }
 
+/// How many times a lag sample's plain write is tried before the run ends.
+const WRITE_TRIES: u32 = 3;
+
 /// One key's lag samples: `(wait, shown at once)` for a create and an
-/// overwrite.
+/// overwrite. Key `k` is written through endpoint `k` (of those given) and
+/// read through the first, as the read-backs are: a lag between endpoints
+/// is measured too.
 async fn sample(probe: &Probe, prefix: &str, key: u64) -> Result<Vec<(Duration, bool)>, Fatal> {
     let name = format!("lag-{key}");
     let mut samples = Vec::new();
     for write in 0..2 {
         let id = 70_000 + key * 10 + write;
-        let answer = probe
-            .put(0, &name, &Condition::None, body(prefix, &name, id, super::SMALL))
-            .await
-            .map_err(|err| err.to_string())?;
-        if !answer.succeeded() {
-            return Err(format!("a plain write of {} failed: {}", probe.key(&name), answer.describe()));
-        }
+        let mut tries = 0;
+        let answer = loop {
+            tries += 1;
+            let payload = body(prefix, &name, id, super::SMALL);
+            let answer =
+                probe.put(key as usize, &name, &Condition::None, payload).await.map_err(|err| err.to_string())?;
+            if answer.succeeded() {
+                break answer;
+            }
+            if tries == WRITE_TRIES {
+                return Err(format!(
+                    "a plain write of {} failed {WRITE_TRIES} times: {}",
+                    probe.key(&name),
+                    answer.describe()
+                ));
+            }
+            probe.pause(Duration::from_millis(500)).await;
+        };
         let written = answer.received;
         let mut first = true;
         loop {

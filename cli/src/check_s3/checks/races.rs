@@ -71,7 +71,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Judges the rounds of one race check into a check and its findings.
     /// Judges the rounds of one race check into a check and the finding
     /// `rounds_finding` (rounds nobody won, or settled by reading back).
     /// Returns what a retry after a 409 got, if one was made.

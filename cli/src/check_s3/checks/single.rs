@@ -13,9 +13,10 @@ use crate::check_s3::probe::{Answer, Condition, body};
 use crate::check_s3::report::{Check, Status, Verdict};
 
 /// A body size every run checks besides the small one and `--body-bytes`:
-/// over a MiB, so a store that treats large bodies apart shows it at any
-/// `--body-bytes`.
-pub const LARGE: usize = 1024 * 1024 + 512;
+/// over 512 KiB, so a store that treats large bodies apart shows it at any
+/// `--body-bytes`, and under the 1 MiB a read-back may return whole from a
+/// store that ignores `Range`.
+pub const LARGE: usize = 512 * 1024 + 512;
 
 /// The size `--thorough` adds: over 5 MiB, past the part size where some
 /// gateways switch to a multipart path of their own.
@@ -53,8 +54,8 @@ impl Run<'_> {
                 return Ok(false);
             }
             if !first.succeeded() {
-                let why = format!("If-None-Match: * on a missing key ({size} B) was refused: {}", first.describe());
-                self.push(Check::fail(NAME, Verdict::Unsupported, why));
+                let what = format!("If-None-Match: * on a missing key ({size} B): {}", first.describe());
+                self.push(refused_or_not_judged(NAME, &first, what));
                 return Ok(false);
             }
             let second = self.put(&name, &Condition::Absent, self.sized(&name, 2, size)).await?;
@@ -109,9 +110,8 @@ impl Run<'_> {
                 return Ok(false);
             }
             if !current.succeeded() {
-                let why =
-                    format!("If-Match with the current ETag {first} ({size} B) was refused: {}", current.describe());
-                self.push(Check::fail(NAME, Verdict::Unsupported, why));
+                let what = format!("If-Match with the current ETag {first} ({size} B): {}", current.describe());
+                self.push(refused_or_not_judged(NAME, &current, what));
                 return Ok(false);
             }
             let stale = self.put(&name, &Condition::Matches(first.clone()), self.sized(&name, 12, size)).await?;
@@ -205,6 +205,17 @@ impl Refusal<'_> {
     }
 }
 
+/// A write that should have succeeded and did not: refused for certain
+/// (412, 409, 404), the store cannot be used (UNSUPPORTED); anything else
+/// (no answer, a 5xx, throttling) says nothing, so the check is not judged.
+fn refused_or_not_judged(name: &'static str, answer: &Answer, what: String) -> Check {
+    if answer.refused() {
+        Check::fail(name, Verdict::Unsupported, format!("{what}: refused"))
+    } else {
+        Check::skipped(name, format!("not judged: {what}"))
+    }
+}
+
 /// One check out of its results at each size: the first failure, else a
 /// loud refusal, else an inconclusive size, else a pass; the evidence of
 /// every size either way.
@@ -216,7 +227,9 @@ fn worst(name: &'static str, checks: Vec<Check>) -> Check {
         Status::Pass => 3,
     };
     let evidence: Vec<String> = checks.iter().map(|check| check.evidence.clone()).collect();
-    let Some(worst) = checks.into_iter().min_by_key(rank) else {
+    // Among failures, the verdict that wins the report's order comes first.
+    let Some(worst) = checks.into_iter().min_by_key(|check| (rank(check), check.verdict.unwrap_or(Verdict::Error)))
+    else {
         return Check::skipped(name, "not judged: no body size was checked");
     };
     Check { evidence: evidence.join("; "), ..worst }
