@@ -300,3 +300,23 @@ async fn start_fake(mode: ProviderMode) -> Result<Fake, CheckError> {
     }));
     Ok(Fake { endpoint: format!("http://{address}"), mode, credentials, stop })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::came_back;
+    use super::report::{Status, Verdict};
+
+    #[test]
+    fn a_key_back_after_its_delete_with_a_refused_write_ignores_conditions() {
+        let wait = Duration::from_millis(300);
+        let refused = came_back(&[("p/cas-512".into(), true), ("p/etag".into(), false)], wait);
+        assert_eq!((refused.status, refused.verdict), (Status::Fail, Some(Verdict::IgnoresConditions)));
+        assert!(refused.evidence.contains("p/cas-512") && refused.evidence.contains("300 ms"), "{}", refused.evidence);
+        let other = came_back(&[("p/etag".into(), false)], wait);
+        assert_eq!((other.status, other.verdict), (Status::Fail, None), "a warning");
+        let none = came_back(&[], wait);
+        assert_eq!(none.status, Status::Pass);
+    }
+}
