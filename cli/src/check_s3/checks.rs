@@ -21,7 +21,7 @@ use hoplock::BackendError;
 use http::Method;
 
 use super::Progress;
-use super::probe::{Answer, Condition, Probe, body};
+use super::probe::{Answer, Condition, Probe, body, lock};
 use super::report::{Check, Report, Verdict};
 mod audit;
 mod forms;
@@ -453,9 +453,4 @@ fn held(stored: Option<u64>) -> String {
         Some(id) => format!("write {id}"),
         None => "nothing (missing, or bytes not ours)".into(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A list of facts: a panic elsewhere leaves it whole.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

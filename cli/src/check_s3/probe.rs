@@ -383,7 +383,8 @@ impl Probe {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `mutex`, poisoned or not; shared by the checks.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Sets and maps of facts: a panic elsewhere leaves them whole.
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
