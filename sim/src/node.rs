@@ -63,6 +63,9 @@ pub struct NodeContext {
     /// Set by the runner to shut the node down gracefully; cleared again
     /// when it restarts the node.
     pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Set by the runner to drop a keyed member's run future while the
+    /// process lives on; cleared again when it restarts the node.
+    pub abandon: Arc<tokio::sync::watch::Sender<bool>>,
     /// The simulation's tick: how late a timer may fire.
     pub tick: Duration,
     /// How often the node's safety deadlines are read again while waited
@@ -363,13 +366,26 @@ async fn run_keyed(
     });
     let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
     let work = KeyWork::new(keyed, clock.clone());
-    let result = writer
-        .run(move |ctx| {
-            let key = key_number(ctx.key());
-            let acting = Acting::start(events.clone(), key, ctx.round().get(), ctx.incarnation().to_owned());
-            work.clone().run(acting, ctx)
-        })
-        .await;
+    let run = writer.run(move |ctx| {
+        let key = key_number(ctx.key());
+        let acting = Acting::start(events.clone(), key, ctx.round().get(), ctx.incarnation().to_owned());
+        work.clone().run(acting, ctx)
+    });
+    let mut abandon = context.abandon.subscribe();
+    let abandoned = async move {
+        // The value `wait_for` returns holds the channel's lock, which the
+        // runner needs to restart the node: it goes at once.
+        if abandon.wait_for(|abandon| *abandon).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    // Dropping the run future is all an abandoned member is told: every
+    // key's work must end with it.
+    let result = tokio::select! {
+        biased;
+        () = abandoned => return std::future::pending().await,
+        result = run => result,
+    };
     let event = match result {
         Ok(()) => Event::ElectorError { message: STOPPED.into() },
         Err(err) => Event::CampaignEnded { message: err.to_string() },

@@ -111,6 +111,15 @@ pub struct Stats {
     /// same view number to the last stop of a key acted for then, µs
     /// ([`crate::keyed_rewrites`]).
     pub rewrite_stops_us: Vec<u64>,
+    /// In keyed worlds, from the last write of each evicted member to its
+    /// eviction's commit, µs ([`crate::keyed_evictions`]).
+    pub eviction_delays_us: Vec<u64>,
+    /// In keyed worlds, from each eviction's commit to the last of the
+    /// evicted member's keys starting elsewhere, µs.
+    pub eviction_handoffs_us: Vec<u64>,
+    /// In keyed worlds, from each abandon of a member to the last stop of
+    /// a key it was acting for then, µs ([`crate::keyed_abandons`]).
+    pub abandon_stops_us: Vec<u64>,
     /// In keyed worlds, fenced writes the downstream received.
     pub fenced_writes: usize,
     /// Reads per TTL per follower over the steady part of the run, retries
@@ -211,8 +220,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         agendas.push(agenda.clone());
         let pause = ClockControl::with_agenda(agenda);
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
+        let abandon = Arc::new(tokio::sync::watch::channel(false).0);
         controls.clocks.insert(spec.name.clone(), pause.clone());
         controls.stops.insert(spec.name.clone(), stop.clone());
+        controls.abandons.insert(spec.name.clone(), abandon.clone());
         let suspend_check = suspend_check(world, &spec.name);
         controls.wake_grace.insert(spec.name.clone(), wake_grace(&spec.clock, suspend_check, tick));
         let context = NodeContext {
@@ -225,6 +236,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             incarnations: Rc::default(),
             pause,
             stop,
+            abandon,
             tick,
             suspend_check,
             keyed: world.keyed.clone(),
@@ -577,7 +589,7 @@ impl Reach {
                     self.held.remove(&link);
                 }
             }
-            Action::Crash { node } | Action::Stop { node } => {
+            Action::Crash { node } | Action::Stop { node } | Action::Abandon { node } => {
                 self.down.insert(node.clone());
             }
             Action::Restart { node } => {
@@ -648,6 +660,7 @@ struct Controls {
     operator: Option<tokio::sync::mpsc::UnboundedSender<OperatorOp>>,
     clocks: BTreeMap<String, ClockControl>,
     stops: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
+    abandons: BTreeMap<String, Arc<tokio::sync::watch::Sender<bool>>>,
     /// How long after waking from a suspend each node may still act on a
     /// term that ended while it slept: its suspend check, in true time, and
     /// two ticks of timer lateness.
@@ -697,6 +710,9 @@ fn apply(
             if let Some(stop) = controls.stops.get(node) {
                 stop.send_replace(false);
             }
+            if let Some(abandon) = controls.abandons.get(node) {
+                abandon.send_replace(false);
+            }
             // Restarting a running node kills its process first; the
             // history must show that its terms ended there.
             history.record(now, node, Event::Crashed);
@@ -734,6 +750,11 @@ fn apply(
         Action::Stop { node } => {
             if let Some(stop) = controls.stops.get(node) {
                 stop.send_replace(true);
+            }
+        }
+        Action::Abandon { node } => {
+            if let Some(abandon) = controls.abandons.get(node) {
+                abandon.send_replace(true);
             }
         }
         Action::StepClock { node, by_ms } => {
@@ -897,6 +918,15 @@ pub fn validate(world: &World) -> Result<(), SimError> {
         {
             let message =
                 format!("the schedule at {} ms: {}", scheduled.at_ms, fake_s3::http::UnknownOutageStatus(status));
+            return invalid("schedule".into(), message);
+        }
+        if let Action::Abandon { .. } = &scheduled.action
+            && world.keyed.as_ref().is_none_or(|keyed| keyed.protocol != crate::world::KeyedProtocol::Membership)
+        {
+            let message = format!(
+                "the schedule at {} ms: abandon drops a keyed member's run future, and only keyed worlds of the membership protocol have those",
+                scheduled.at_ms
+            );
             return invalid("schedule".into(), message);
         }
         if let Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. } = &scheduled.action
@@ -1150,12 +1180,16 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
     let leader_us: u64 = terms.iter().map(|term| term.end_us.saturating_sub(term.start_us)).sum();
     let (mut leave_handoffs_us, mut crash_handoffs_us, mut stale_keyed, mut fenced_writes) = (vec![], vec![], 0, 0);
     let (mut join_handoffs_us, mut create_handoffs_us, mut rewrite_stops_us) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut eviction_delays_us, mut eviction_handoffs_us, mut abandon_stops_us) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(keyed) = &context.keyed {
         let acting = invariants::keyed_acting::intervals(entries);
         (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
         join_handoffs_us = crate::keyed_handoffs::joins(entries, &acting, keyed);
         create_handoffs_us = crate::keyed_handoffs::creations(entries, &acting);
         rewrite_stops_us = crate::keyed_rewrites::rewrite_stops(entries, &acting, context.end_us);
+        eviction_delays_us = crate::keyed_evictions::delays(entries, keyed);
+        eviction_handoffs_us = crate::keyed_evictions::handoffs(entries, &acting, keyed);
+        abandon_stops_us = crate::keyed_abandons::abandon_stops(entries, &acting);
         (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
     }
     Stats {
@@ -1195,6 +1229,9 @@ fn stats(world: &World, entries: &[Entry], context: &Context, faults: BTreeMap<S
         join_handoffs_us,
         create_handoffs_us,
         rewrite_stops_us,
+        eviction_delays_us,
+        eviction_handoffs_us,
+        abandon_stops_us,
         aborted_stops: if world.keyed.is_some() { crate::keyed_aborts::aborted_stops(entries) } else { 0 },
         fenced_writes,
         follower_reads_per_ttl: crate::follower_reads::reads_per_ttl(entries, &terms, context),

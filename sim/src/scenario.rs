@@ -133,6 +133,24 @@ pub struct Scenario {
     /// comes a retry gap, R/8, after the creator's last request at most).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_create_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest any eviction may come after
+    /// the evicted member's last write (P + TTL·(1+ρ) + R/8 + 3 RTT in the
+    /// design: the evictor first sees that write on a read, and wakes for
+    /// the instant its TTL has passed since; see [`crate::keyed_evictions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_eviction_delay_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest the keys of an evicted member
+    /// may take to start elsewhere, from the eviction's commit (P + RTT +
+    /// lock-delay·(1+ρ) + a tick: the new owners read the eviction and
+    /// wait out their lock-delay, waking for its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_eviction_handoff_ms: Option<u64>,
+    /// A bound for keyed worlds: the longest any key's work may go on
+    /// after its member's run future was dropped (`abandon`), from the
+    /// drop to the key's stop (a tick in the design: the key tasks are
+    /// aborted as the future is dropped; see [`crate::keyed_abandons`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_abandon_stop_ms: Option<u64>,
     /// A bound for keyed worlds: the longest any key may still be acted
     /// for after someone rewrote the membership object at a view number
     /// the members know (P + a read's round trip in the design: members
@@ -389,6 +407,9 @@ impl Scenario {
             max_crash_handoff_ms: None,
             max_join_handoff_ms: None,
             max_create_handoff_ms: None,
+            max_eviction_delay_ms: None,
+            max_eviction_handoff_ms: None,
+            max_abandon_stop_ms: None,
             max_rewrite_stop_ms: None,
             duration_ms: world.duration_ms,
             tick_ms: world.tick_ms,
@@ -472,6 +493,10 @@ impl Scenario {
         let slow_joins = over_bound_ms(reports, self.max_join_handoff_ms, |stats| &stats.join_handoffs_us);
         let slow_creations = over_bound_ms(reports, self.max_create_handoff_ms, |stats| &stats.create_handoffs_us);
         let slow_rewrite_stops = over_bound_ms(reports, self.max_rewrite_stop_ms, |stats| &stats.rewrite_stops_us);
+        let late_evictions = over_bound_ms(reports, self.max_eviction_delay_ms, |stats| &stats.eviction_delays_us);
+        let slow_eviction_handoffs =
+            over_bound_ms(reports, self.max_eviction_handoff_ms, |stats| &stats.eviction_handoffs_us);
+        let slow_abandon_stops = over_bound_ms(reports, self.max_abandon_stop_ms, |stats| &stats.abandon_stops_us);
         Verdict {
             found,
             missing,
@@ -488,6 +513,9 @@ impl Scenario {
             slow_joins,
             slow_creations,
             slow_rewrite_stops,
+            late_evictions,
+            slow_eviction_handoffs,
+            slow_abandon_stops,
         }
     }
 }
@@ -589,6 +617,15 @@ pub struct Verdict {
     /// Runs in which a key was acted for longer than `max_rewrite_stop_ms`
     /// after a rewrite of the object at the same view.
     pub slow_rewrite_stops: Vec<(u64, f64)>,
+    /// Runs with an eviction later than `max_eviction_delay_ms` after the
+    /// evicted member's last write.
+    pub late_evictions: Vec<(u64, f64)>,
+    /// Runs in which an evicted member's keys took longer than
+    /// `max_eviction_handoff_ms` to start elsewhere.
+    pub slow_eviction_handoffs: Vec<(u64, f64)>,
+    /// Runs in which a key's work went on longer than
+    /// `max_abandon_stop_ms` after its member's run future was dropped.
+    pub slow_abandon_stops: Vec<(u64, f64)>,
 }
 
 impl Verdict {
@@ -599,7 +636,8 @@ impl Verdict {
 
     /// Whether a run broke one of the file's bounds or budgets (requests,
     /// follower reads, failover, stop, lost terms, aborted stops, keyed
-    /// handoffs or stops after a rewrite of the membership object).
+    /// handoffs, stops after a rewrite of the membership object, evictions, or stops
+    /// after an abandon).
     pub fn breaks_a_bound(&self) -> bool {
         !(self.over_budget.is_empty()
             && self.busy_followers.is_empty()
@@ -612,7 +650,10 @@ impl Verdict {
             && self.slow_crashes.is_empty()
             && self.slow_joins.is_empty()
             && self.slow_creations.is_empty()
-            && self.slow_rewrite_stops.is_empty())
+            && self.slow_rewrite_stops.is_empty()
+            && self.late_evictions.is_empty()
+            && self.slow_eviction_handoffs.is_empty()
+            && self.slow_abandon_stops.is_empty())
     }
 
     /// A seed that reproduces the outcome's first problem: the first seed
@@ -634,6 +675,9 @@ impl Verdict {
             .or_else(|| self.slow_joins.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_creations.first().map(|(seed, _)| *seed))
             .or_else(|| self.slow_rewrite_stops.first().map(|(seed, _)| *seed))
+            .or_else(|| self.late_evictions.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_eviction_handoffs.first().map(|(seed, _)| *seed))
+            .or_else(|| self.slow_abandon_stops.first().map(|(seed, _)| *seed))
     }
 }
 

@@ -430,6 +430,12 @@ pub enum Action {
     /// work is cancelled and the lease released once the work returns. The
     /// node campaigns again only after a `restart`.
     Stop { node: String },
+    /// Drop a keyed member's run future while its process lives on, as an
+    /// application does that selects on a shutdown signal or aborts the
+    /// task the member runs in. Nothing is released and nobody is told:
+    /// every key's work must end at once, not when the term runs out. The
+    /// node runs again only after a `restart`.
+    Abandon { node: String },
     /// Step the node's wall clock by `by_ms` (an NTP jump; negative steps
     /// back). Its monotonic clock is unaffected.
     StepClock { node: String, by_ms: i64 },
@@ -553,6 +559,7 @@ impl Action {
             | Action::Pause { node, .. }
             | Action::Suspend { node, .. }
             | Action::Stop { node }
+            | Action::Abandon { node }
             | Action::StepClock { node, .. } => vec![node],
             Action::WriteRecord { .. }
             | Action::DeleteKey
@@ -578,6 +585,7 @@ impl Action {
             Action::Pause { node, for_ms } => Action::Pause { node: pick(node), for_ms: *for_ms },
             Action::Suspend { node, for_ms } => Action::Suspend { node: pick(node), for_ms: *for_ms },
             Action::Stop { node } => Action::Stop { node: pick(node) },
+            Action::Abandon { node } => Action::Abandon { node: pick(node) },
             Action::StepClock { node, by_ms } => Action::StepClock { node: pick(node), by_ms: *by_ms },
             Action::WriteRecord { .. }
             | Action::DeleteKey
@@ -602,6 +610,7 @@ impl Action {
             Action::Pause { .. } => "pause",
             Action::Suspend { .. } => "suspend",
             Action::Stop { .. } => "stop",
+            Action::Abandon { .. } => "abandon",
             Action::StepClock { .. } => "step-clock",
             Action::WriteRecord { .. } => "write-record",
             Action::DeleteKey => "delete-key",

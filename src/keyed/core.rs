@@ -637,6 +637,14 @@ impl Core {
         self.phase = Phase::Finished;
     }
 
+    /// The member's run was dropped before it returned, and every key's
+    /// task with it: the member runs no key, and its handle says so. Its
+    /// entry stays, and its term runs out unless the member is run again,
+    /// which goes on as after a long pause.
+    pub fn abandoned(&mut self) {
+        self.running.clear();
+    }
+
     /// A planned write landed: it was sent at `sent_at`, and its response,
     /// carrying the new `version`, arrived at `arrived`.
     pub fn landed(&mut self, planned: Planned, sent_at: Instant, version: Version, arrived: Instant) {

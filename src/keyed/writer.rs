@@ -11,7 +11,7 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, error, info, warn};
 
 use super::context::{KeyContext, Term};
-use super::core::{Core, Identity, Observed, Planned, Refusal, Timing, WriteKind};
+use super::core::{Core, Identity, Observed, Planned, Refusal, Timing};
 use super::record::{Hash, MembershipRecord};
 use super::term_guard::{Task, Tasks, guard_terms, within_term};
 use super::{KeyedError, Snapshot};
@@ -24,6 +24,7 @@ use crate::planted::{self, Bug};
 use in_flight::Watched;
 
 mod in_flight;
+mod reports;
 
 /// How many times one step re-reads and writes again after its write lost
 /// a race with another member's. Each retry follows a fresh read, so none
@@ -441,7 +442,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// Returns after a graceful leave, or with an error the caller must fix
     /// (configuration, a full object, a store that cannot do conditional
     /// writes). Dropping the future stops every key at once, as a crash
-    /// would; the entry is then evicted after its TTL.
+    /// would: the member runs no key from then on, its handle reports none
+    /// and hands out no lease, and its entry is evicted after its TTL
+    /// unless the member is run again (which goes on as after a long
+    /// pause).
     ///
     /// The future `work` returns must not block its thread. A key counts as
     /// stopped only once its task is gone, aborted or not, and a task stuck
@@ -454,17 +458,22 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Tasks::default();
+        // Declared after the tasks, so dropped before them: the handle stops
+        // reporting keys before their tasks are aborted.
+        let mut abandoned = AbandonOnDrop { shared: &self.shared, armed: true };
         let channels = tasks.channels();
         let clock = self.shared.clock.clone();
         let term_end = || self.shared.core().term_end();
         // The watchdog runs beside the loop, in the same task: it needs the
         // clock and the core, never the store, so a loop stuck on a request
         // after a suspend does not hold it up.
-        tokio::select! {
+        let result = tokio::select! {
             biased;
             result = self.serve(&work, &mut tasks) => result,
             never = guard_terms(clock.as_ref(), term_end, &channels) => match never {},
-        }
+        };
+        abandoned.armed = false;
+        result
     }
 
     /// The member's loop: reads, writes and starts and stops keys until a
@@ -609,19 +618,12 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 Read::Missing => core.observe(None, arrived),
                 Read::Failed => return,
             };
-            if let Some(seen) = core.newest().filter(|seen| Some(seen.record.view) != before) {
-                let change = &seen.record.change;
-                info!(member = %self.shared.id, view = seen.record.view, change = ?change.kind, entry = %change.id, members = seen.record.entries.len(), "new membership view");
-            }
+            reports::new_view(&self.shared.id, before, core.newest().map(|seen| &**seen));
             observed
         };
         match observed {
             Observed::Current => {}
-            Observed::Absent => {
-                if !self.reported_absent.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    warn!(member = %self.shared.id, "there is no membership object, and this member was not told a view to create one at (create_at); acting for no key until it exists");
-                }
-            }
+            Observed::Absent => reports::absent(&self.shared.id, &self.reported_absent),
             Observed::Vanished => {
                 error!(member = %self.shared.id, "the membership object vanished, or holds another group's view, after a view was seen; acting for no key until a newer view shows up (an operator runs `hoplock members reset --view-floor N --wait D` with N above the last view, or starts one member with create_at above it)");
                 self.stop_all(tasks).await;
@@ -769,10 +771,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                 self.stop_if_term_lapsed(arrived, tasks).await;
                 let (kind, view, change) = (planned.kind, planned.record.view, planned.record.change.clone());
                 self.shared.core().landed(planned, sent_at, version, arrived);
-                match kind {
-                    WriteKind::Renew => debug!(member = %self.shared.id, view, "renewed"),
-                    _ => info!(member = %self.shared.id, view, ?kind, entry = %change.id, "membership changed"),
-                }
+                reports::landed(&self.shared.id, kind, view, &change);
                 self.publish_term(tasks);
                 Ok(Sent::Landed)
             }
@@ -783,10 +782,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             Some(Err(e)) if e.is_fatal() => Err(KeyedError::Store(e)),
             failed => {
                 // The write may have landed: read, then judge by nonce (I7).
-                let reason = match failed {
-                    Some(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {timeout:?}"),
-                };
+                let reason = reports::unknown_outcome(failed, timeout);
                 warn!(member = %self.shared.id, kind = ?planned.kind, %reason, "write outcome unknown; reading back");
                 let (read, read_at) = self.read().await;
                 let found = matches!(read, Read::Found(..));
@@ -900,6 +896,24 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         self.shared.core().finish();
         info!(member = %self.shared.id, "left the group");
         Ok(())
+    }
+}
+
+/// Tells the core when a run's future is dropped before it returns (an
+/// application that selects on a shutdown signal, or aborts the task the
+/// member runs in). Every key's task is aborted with the future, so the
+/// member runs no key from then on, and its handle must not report one or
+/// hand out a lease on it. Its entry is left to be evicted after its TTL.
+struct AbandonOnDrop<'a> {
+    shared: &'a Shared,
+    armed: bool,
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.core().abandoned();
+        }
     }
 }
 

@@ -49,7 +49,7 @@ const SELECTION: &str = concat!(
 const KEYED_SELECTION: &str = concat!(
     r"src/keyed/core\.rs",
     r"|KeyedWriter<O>::(serve|write|send|watch_write|take_in|stop_moved|stop_all|stop_keys|stop_if_term_lapsed|start_owned|leave_now|next_wake|retry_gap|publish_term|term)\b",
-    r"|guard_terms|within_term|Tasks::|Drop for Task",
+    r"|guard_terms|within_term|Tasks::|Drop for Task|Drop for AbandonOnDrop",
 );
 
 /// The elector's read schedule: when a follower or contender reads next.

@@ -505,6 +505,22 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
             "  seed {seed} acted for a key {ms:.0} ms after the membership object was rewritten at a view the members know; the bound is {bound} ms"
         );
     }
+    for (seed, ms) in &outcome.verdict.late_evictions {
+        let bound = named.scenario.max_eviction_delay_ms.unwrap_or_default();
+        eprintln!("  seed {seed} evicted a member {ms:.0} ms after its last write; the bound is {bound} ms");
+    }
+    for (seed, ms) in &outcome.verdict.slow_eviction_handoffs {
+        let bound = named.scenario.max_eviction_handoff_ms.unwrap_or_default();
+        eprintln!(
+            "  seed {seed} took {ms:.0} ms from an eviction to the last of the evicted member's keys starting elsewhere; the bound is {bound} ms"
+        );
+    }
+    for (seed, ms) in &outcome.verdict.slow_abandon_stops {
+        let bound = named.scenario.max_abandon_stop_ms.unwrap_or_default();
+        eprintln!(
+            "  seed {seed} acted for a key {ms:.0} ms after its member's run future was dropped; the bound is {bound} ms"
+        );
+    }
     for (seed, lost) in &outcome.verdict.lost_terms {
         let bound = named.scenario.max_lost_terms.unwrap_or_default();
         eprintln!("  seed {seed} lost {lost} term(s) involuntarily; the bound is {bound}");
@@ -569,6 +585,9 @@ struct JsonScenario<'a> {
     slow_joins: Vec<(u64, f64)>,
     slow_creations: Vec<(u64, f64)>,
     slow_rewrite_stops: Vec<(u64, f64)>,
+    late_evictions: Vec<(u64, f64)>,
+    slow_eviction_handoffs: Vec<(u64, f64)>,
+    slow_abandon_stops: Vec<(u64, f64)>,
     /// Replayed seeds whose second trace differed: seed, first and second
     /// trace hash.
     diverged: Vec<(u64, String, String)>,
@@ -608,6 +627,9 @@ fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonS
             slow_joins: outcome.verdict.slow_joins.clone(),
             slow_creations: outcome.verdict.slow_creations.clone(),
             slow_rewrite_stops: outcome.verdict.slow_rewrite_stops.clone(),
+            late_evictions: outcome.verdict.late_evictions.clone(),
+            slow_eviction_handoffs: outcome.verdict.slow_eviction_handoffs.clone(),
+            slow_abandon_stops: outcome.verdict.slow_abandon_stops.clone(),
             diverged: outcome
                 .diverged
                 .iter()
