@@ -28,10 +28,7 @@ pub fn reads_per_ttl(entries: &[Entry], terms: &[Term], context: &Context) -> Op
         reads += entries
             .iter()
             .filter(|entry| match &entry.event {
-                Event::Store(op) => {
-                    op.op == "read"
-                        && op.client.as_deref().and_then(|client| client.split('#').next()) == Some(node.as_str())
-                }
+                Event::Store(op) => op.op == "read" && op.node() == Some(node.as_str()),
                 _ => false,
             })
             .filter(|entry| following.iter().any(|(from, to)| (*from..*to).contains(&entry.at_us)))

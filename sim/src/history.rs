@@ -155,6 +155,18 @@ pub struct StoreOp {
     pub reply_dropped: bool,
 }
 
+impl StoreOp {
+    /// The node that sent it, if known: the node part of its client name.
+    pub fn node(&self) -> Option<&str> {
+        self.client.as_deref().map(node_of)
+    }
+}
+
+/// The node part of a `node#incarnation` client name.
+pub fn node_of(client: &str) -> &str {
+    client.split_once('#').map_or(client, |(node, _)| node)
+}
+
 /// A shared, append-only history for one run.
 #[derive(Clone, Debug, Default)]
 pub struct History {

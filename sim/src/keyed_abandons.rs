@@ -27,7 +27,7 @@ pub fn abandon_stops(entries: &[Entry], intervals: &Intervals) -> Vec<u64> {
             intervals
                 .values()
                 .flatten()
-                .filter(|a| a.node == node && a.start_us <= at_us && a.stop_us >= at_us)
+                .filter(|a| a.node == node && a.spans(at_us))
                 .map(|a| a.stop_us.saturating_sub(at_us))
                 .max()
         })

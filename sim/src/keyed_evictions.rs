@@ -32,8 +32,7 @@ pub fn delays(entries: &[Entry], keyed: &KeyedFacts) -> Vec<u64> {
                 .take_while(|entry| entry.at_us < evicted_us)
                 .filter_map(|entry| match &entry.event {
                     Event::Store(op) if op.applied && matches!(op.op.as_str(), "create" | "update") => {
-                        let node = op.client.as_deref()?.split('#').next()?;
-                        (keyed.id_of(node) == victim).then_some(entry.at_us)
+                        (keyed.id_of(op.node()?) == victim).then_some(entry.at_us)
                     }
                     _ => None,
                 })

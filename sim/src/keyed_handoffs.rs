@@ -36,7 +36,7 @@ pub fn handoffs(entries: &[Entry], intervals: &Intervals) -> (Vec<u64>, Vec<u64>
 /// The latest start, after `at_us`, of a key `node` was acting for at
 /// `at_us`, under an incarnation other than the one that held it.
 fn handoff(intervals: &Intervals, node: &str, at_us: u64) -> Option<u64> {
-    let held = |a: &Acting| a.node == node && a.start_us <= at_us && a.stop_us >= at_us;
+    let held = |a: &Acting| a.node == node && a.spans(at_us);
     intervals
         .values()
         .filter_map(|acting| {

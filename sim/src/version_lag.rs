@@ -60,11 +60,7 @@ pub fn lags_us(entries: &[Entry], terms: &[Term], context: &Context) -> Vec<u64>
         let reads: Vec<(u64, Option<usize>)> = entries
             .iter()
             .filter_map(|entry| match &entry.event {
-                Event::Store(op)
-                    if op.op == "read"
-                        && op.status.is_some()
-                        && op.client.as_deref().and_then(|client| client.split('#').next()) == Some(node.as_str()) =>
-                {
+                Event::Store(op) if op.op == "read" && op.status.is_some() && op.node() == Some(node.as_str()) => {
                     Some((op.ended_us, op.read.as_deref().and_then(|etag| order.get(etag).copied())))
                 }
                 _ => None,

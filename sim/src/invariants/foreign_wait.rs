@@ -74,7 +74,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
                 if !op.applied {
                     continue;
                 }
-                let node = client.split('#').next().unwrap_or(client);
+                let node = crate::history::node_of(client);
                 let facts = context.node(node);
                 let report = |detail: String| Violation {
                     property: Property::ForeignWait,

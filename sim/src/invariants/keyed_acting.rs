@@ -28,6 +28,11 @@ impl Acting {
     pub fn is_open(&self) -> bool {
         self.stop_us == u64::MAX
     }
+
+    /// Whether it was acting at `at_us`, its start and stop included.
+    pub fn spans(&self, at_us: u64) -> bool {
+        self.start_us <= at_us && at_us <= self.stop_us
+    }
 }
 
 /// When someone other than the members deleted, rewrote or reset the

@@ -63,7 +63,7 @@ pub fn check(entries: &[Entry], acting: &Intervals, context: &Context, violation
         let committed = |view: u64| views.iter().any(|(when, number, _)| *when <= at && *number == view);
         let mut problem = None;
         if let Some(round) = lease
-            && !mine().any(|a| a.round == *round && a.start_us <= at && at <= a.stop_us)
+            && !mine().any(|a| a.round == *round && a.spans(at))
         {
             problem = Some(format!("handed out a lease on k{key} at round {round}, but did not act for it then"));
         }

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::{Property, Violation};
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, node_of};
 
 /// Reports every generation acquired by more than one holder, by the
 /// nodes' reports and by what landed in the store.
@@ -72,11 +72,6 @@ fn landed(entries: &[Entry], violations: &mut Vec<Violation>) {
 
 fn unquoted(etag: &str) -> &str {
     etag.trim_matches('"')
-}
-
-/// The node part of a `node#incarnation` client name.
-fn node_of(client: &str) -> &str {
-    client.split_once('#').map_or(client, |(node, _)| node)
 }
 
 /// Reports every generation two node processes said they acquired.
