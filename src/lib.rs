@@ -71,3 +71,29 @@ pub mod testing;
 pub use backend::{Backend, BackendError};
 pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, Reads, StoreHealth, WorkGuard};
 pub use lease::Generation;
+
+/// The README's and the guides' Rust snippets, compiled and run as doctests
+/// so that what a reader copies builds.
+#[cfg(doctest)]
+mod documentation {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/guarantees.md")]
+    struct Guarantees;
+    #[doc = include_str!("../docs/s3.md")]
+    struct S3;
+    #[doc = include_str!("../docs/keyed.md")]
+    struct Keyed;
+    #[doc = include_str!("../docs/check-s3.md")]
+    struct CheckS3;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/mutation-testing.md")]
+    struct MutationTesting;
+    #[doc = include_str!("../docs/hrw-bench.md")]
+    struct HrwBench;
+    #[doc = include_str!("../CONTRIBUTING.md")]
+    struct Contributing;
+}

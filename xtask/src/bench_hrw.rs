@@ -100,6 +100,54 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The table and the gates from a stored `--json` document, as the docs
+/// show them (`cargo xtask docs` writes them into `docs/hrw-bench.md`).
+pub fn render_stored(stored: &Value) -> Result<String, String> {
+    let results = results_from_json(stored)?;
+    Ok(format!("{}\n{}", table(&results), gate_report(&gates(&results))))
+}
+
+/// The headline figures of a stored run in one sentence, for the README.
+pub fn summary_stored(stored: &Value) -> Result<String, String> {
+    let results = results_from_json(stored)?;
+    let gates = gates(&results);
+    let value = |name: &str| {
+        gates
+            .iter()
+            .find(|gate| gate.name.starts_with(name))
+            .and_then(|gate| gate.value)
+            .map(format_ratio)
+            .ok_or_else(|| format!("the stored benchmark has no figure for {name:?}"))
+    };
+    let met = gates.iter().filter(|gate| gate.met() == Some(true)).count();
+    Ok(format!(
+        "In the recorded run, the fast `owner` at N=1000 is {} the fastest peer crate and {} the naive port of \
+         the Go algorithm, and the fast `is_owner` at N=1000 is {} the naive one; {met} of {} speed gates are met.\n",
+        value("fast owner, N=1000: speed-up over the fastest peer crate")?,
+        value("fast owner, N=1000: speed-up over naive")?,
+        value("fast is_owner, N=1000")?,
+        gates.len()
+    ))
+}
+
+/// The medians of a stored `--json` document.
+fn results_from_json(stored: &Value) -> Result<Results, String> {
+    let rows = stored["results"].as_array().ok_or("the stored benchmark has no `results` list")?;
+    let mut results = Results::new();
+    for row in rows {
+        let (Some(operation), Some(method), Some(size), Some(median)) =
+            (row["operation"].as_str(), row["method"].as_str(), row["members"].as_u64(), row["median_ns"].as_f64())
+        else {
+            return Err(format!("a stored benchmark row lacks a field: {row}"));
+        };
+        results.entry(operation.to_owned()).or_default().entry(method.to_owned()).or_default().insert(size, median);
+    }
+    if results.is_empty() {
+        return Err("the stored benchmark holds no results".into());
+    }
+    Ok(results)
+}
+
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
@@ -213,20 +261,7 @@ fn ordered_methods(by_method: &BTreeMap<String, BTreeMap<u64, f64>>) -> Vec<&Str
 }
 
 fn format_ns(ns: f64) -> String {
-    if ns < 100.0 {
-        format!("{ns:.1}")
-    } else {
-        let whole = ns.round() as u64;
-        let digits = whole.to_string();
-        let mut grouped = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                grouped.push(',');
-            }
-            grouped.push(c);
-        }
-        grouped
-    }
+    if ns < 100.0 { format!("{ns:.1}") } else { crate::docs::thousands(ns.round() as u64) }
 }
 
 fn format_ratio(ratio: f64) -> String {

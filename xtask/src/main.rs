@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 mod bench_hrw;
+mod docs;
 mod fake_s3;
 mod moto_server;
 mod mutants;
@@ -27,13 +28,14 @@ fn main() -> ExitCode {
         "test" => test::run(&rest),
         "sim" => sim::run(&rest),
         "bench-hrw" => bench_hrw::run(&rest),
+        "docs" => docs::run(&rest),
         "mutants" => mutants::run(&rest),
         // Hidden: starts SeaweedFS for hand testing and prints its settings.
         "s3-server" => s3_server::run(&rest),
         "fake-s3" => fake_s3::run(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <task> [options]\n\ntasks:\n  sim         run the scenario files in the simulator (--help for options)\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  mutants     the scenarios' mutation score against the elector (--help)\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
+                "usage: cargo xtask <task> [options]\n\ntasks:\n  sim         run the scenario files in the simulator (--help for options)\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  docs        write the docs' generated blocks from docs/results/ (--check: fail if stale)\n  mutants     the scenarios' mutation score against the elector (--help)\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
             );
             return ExitCode::from(2);
         }

@@ -6,8 +6,9 @@
 //! comparison flipped, a branch skipped, a function that returns at once)
 //! and runs the scenario files against each. A change that no scenario
 //! notices is a hole in the testbed: either the code it touched does not
-//! matter, or no scenario reaches the situation where it would. The README
-//! lists the survivors of the last run and why each survived.
+//! matter, or no scenario reaches the situation where it would.
+//! `docs/mutation-testing.md` lists the survivors and why each survived, and
+//! `docs/results/mutants.json` holds the tallies its score is written from.
 //!
 //! The selection is by function name rather than only by file, so it keeps
 //! following the code if `src/elector.rs` is split further: every function

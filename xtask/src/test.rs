@@ -21,6 +21,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().ok_or("xtask is not inside the workspace")?;
     cargo(&["fmt", "--all", "--check"], &[])?;
+    // The docs' figures must be those their stored results give: a block
+    // edited by hand or left stale fails here, before anything slow runs.
+    eprintln!("==> cargo xtask docs --check");
+    crate::docs::run(&["--check".to_string()])?;
     // Lints run on the build users get and on the build with the planted
     // bugs, which only xtask enables; tests run on the build users get.
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;

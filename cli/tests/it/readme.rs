@@ -1,13 +1,36 @@
-//! Every `hoplock` command line in the README parses as written: run with
-//! no credentials anywhere, each must fail on credentials, never on its
-//! arguments (clap's usage errors exit with code 2).
+//! Every `hoplock` command line in the README and the docs parses as
+//! written: run with no credentials anywhere, each must fail on
+//! credentials, never on its arguments (clap's usage errors exit with
+//! code 2).
 
 use std::process::Command;
 
-/// The `hoplock ...` command lines of the README's `sh` blocks, with
+/// The user-facing documents: the README and every page of `docs/`.
+fn documents() -> Vec<String> {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut paths = vec![root.join("README.md")];
+    let mut pages: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "md"))
+        .collect();
+    pages.sort();
+    paths.extend(pages);
+    paths.iter().map(|path| std::fs::read_to_string(path).unwrap()).collect()
+}
+
+/// The `hoplock ...` command lines of the documents' `sh` blocks, with
 /// continuation lines joined.
 fn readme_commands() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let mut commands = Vec::new();
+    for document in documents() {
+        commands.extend(commands_in(&document));
+    }
+    commands
+}
+
+fn commands_in(readme: &str) -> Vec<Vec<String>> {
     let mut commands = Vec::new();
     let mut in_sh = false;
     let mut pending = String::new();
@@ -36,9 +59,9 @@ fn readme_commands() -> Vec<Vec<String>> {
 }
 
 #[test]
-fn every_hoplock_example_in_the_readme_parses() {
+fn every_hoplock_example_in_the_docs_parses() {
     let commands = readme_commands();
-    assert!(commands.len() >= 4, "found {commands:?}");
+    assert!(commands.len() >= 8, "found {commands:?}");
     for args in commands {
         let output = Command::new(env!("CARGO_BIN_EXE_hoplock"))
             .args(&args)
