@@ -40,7 +40,7 @@ use tracing::{debug, error, info, warn};
 use crate::backend::{Backend, BackendError, Stored, Version};
 use crate::clock::{Clock, Instant, SystemClock};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
-use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES, MAX_TTL, RecordError};
+use crate::lease::{Generation, LeaseRecord, MAX_OWNER_BYTES, RecordError};
 use crate::planted::{self, Bug};
 
 mod api;
@@ -51,8 +51,6 @@ mod term_guard;
 
 pub use self::api::{Elector, Events};
 pub use self::builder::ElectorBuilder;
-pub(crate) use self::builder::check_term_timing;
-pub(crate) use self::core::drift_shrunk;
 use self::term_guard::TermGuard;
 
 use self::core::{Core, Decision, Observation, Resolution, Timing};
@@ -395,12 +393,7 @@ pub struct StoreHealth {
     last_reported: Option<Instant>,
 }
 
-/// The least time a record without a TTL is waited out: the Go hoplock's
-/// records state none, and its deployments commonly run TTLs up to a minute.
-/// Electors wait such a record out for the larger of this and their own TTL
-/// unless told otherwise (`ElectorBuilder::assumed_ttl`); `hoplock lease
-/// reset` counts one as held for as long.
-pub const DEFAULT_ASSUMED_TTL: Duration = Duration::from_secs(60);
+pub use crate::term_timing::DEFAULT_ASSUMED_TTL;
 
 /// How many renewals of one term may be left unresolved before the holder
 /// stops trying and lets the term run out: far more than any store that

@@ -145,7 +145,40 @@ pub enum RecordError {
     },
 }
 
+/// The owner a reset record names, so that `hoplock lease show` and the
+/// electors' logs say who wrote it.
+pub const RESET_OWNER: &str = "hoplock lease reset";
+
 impl LeaseRecord {
+    /// The record an operator writes to reset a lease (`hoplock lease reset`):
+    /// released at `generation`, so the next holder takes it at once and
+    /// writes `generation + 1`, with a TTL of 1 ms, no renew interval and no
+    /// incarnation, so that it names no live writer. `nonce` must be fresh
+    /// for every write (random bytes in production, drawn from the seed in
+    /// the simulator).
+    ///
+    /// ```
+    /// use hoplock::lease::LeaseRecord;
+    /// use hoplock::Generation;
+    ///
+    /// let record = LeaseRecord::reset(Generation(42), "5f1c0a7d92e4b318");
+    /// assert!(record.released);
+    /// assert_eq!(record.generation.next(), Some(Generation(43)));
+    /// assert_eq!(LeaseRecord::decode(&record.encode()).unwrap(), record);
+    /// ```
+    pub fn reset(generation: Generation, nonce: impl Into<String>) -> LeaseRecord {
+        LeaseRecord {
+            generation,
+            expires_at: String::new(),
+            owner: RESET_OWNER.into(),
+            nonce: nonce.into(),
+            ttl_ms: Some(1),
+            renew_ms: None,
+            incarnation: String::new(),
+            released: true,
+        }
+    }
+
     /// Parses a stored record, checking the fields safety relies on.
     pub fn decode(bytes: &[u8]) -> Result<LeaseRecord, RecordError> {
         if bytes.len() > MAX_RECORD_BYTES {

@@ -65,6 +65,7 @@ mod planted;
 mod rfc3339;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod term_timing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

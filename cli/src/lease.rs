@@ -160,16 +160,7 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
             hint: "the stored generation is exhausted; move the lease to a new key and raise its floor there",
         })?;
     }
-    let record = LeaseRecord {
-        generation,
-        expires_at: String::new(),
-        owner: "hoplock lease reset".into(),
-        nonce: format!("{:016x}{:016x}", OsEntropy.next_u64(), OsEntropy.next_u64()),
-        ttl_ms: Some(1),
-        renew_ms: None,
-        incarnation: String::new(),
-        released: true,
-    };
+    let record = LeaseRecord::reset(generation, format!("{:016x}{:016x}", OsEntropy.next_u64(), OsEntropy.next_u64()));
     // Conditional on what was just read: if anything wrote in between, the
     // reset fails rather than overwrite it.
     backend.write(expected.as_ref(), &record).await?;

@@ -14,6 +14,7 @@ use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
+use hoplock::term_timing;
 use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
 
 use crate::clocks::{ClockControl, SimClock};
@@ -100,7 +101,8 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     let entropy = Arc::new(SeededEntropy::new(context.entropy_seed(incarnation)));
     let spec = &context.spec.elector;
     let ttl = Duration::from_millis(spec.ttl_ms);
-    let request_timeout = spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis);
+    let request_timeout =
+        spec.request_timeout_ms.map_or(term_timing::default_request_timeout(ttl), Duration::from_millis);
 
     let key = if context.keyed.is_some() { MEMBERS_KEY } else { KEY };
     let mut config = S3Config::new(BUCKET, key);
@@ -290,7 +292,9 @@ fn elector_for(
     let mut builder = Elector::builder(backend)
         .owner(node.owner.clone().unwrap_or_else(|| node.name.clone()))
         .ttl(ttl)
-        .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
+        .request_timeout(
+            spec.request_timeout_ms.map_or(term_timing::default_request_timeout(ttl), Duration::from_millis),
+        )
         .drift_bound(spec.drift_bound)
         .lock_delay(Duration::from_millis(spec.lock_delay_ms))
         .clock(clock)
@@ -336,7 +340,9 @@ async fn run_keyed(
         .id(context.spec.owner.clone().unwrap_or_else(|| name.clone()))
         .keys((0..keyed.keys).map(|i| format!("k{i}")))
         .ttl(ttl)
-        .request_timeout(spec.request_timeout_ms.map_or(ttl / 6, Duration::from_millis))
+        .request_timeout(
+            spec.request_timeout_ms.map_or(term_timing::default_request_timeout(ttl), Duration::from_millis),
+        )
         .drift_bound(spec.drift_bound)
         .lock_delay(Duration::from_millis(spec.lock_delay_ms))
         .adoption(keyed.adoption)

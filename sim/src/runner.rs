@@ -23,6 +23,7 @@ use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, MEMBERS_KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
 use hoplock::keyed::{MembershipRecord, MembershipReset};
+use hoplock::term_timing;
 
 /// The longest run a world may ask for: a week of simulated time.
 pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -472,16 +473,9 @@ impl OperatorOp {
                 if generation.next().is_none() {
                     return;
                 }
-                let record = hoplock::lease::LeaseRecord {
-                    generation,
-                    expires_at: String::new(),
-                    owner: "hoplock lease reset".into(),
-                    nonce: format!("reset-{generation}"),
-                    ttl_ms: Some(1),
-                    renew_ms: None,
-                    incarnation: String::new(),
-                    released: true,
-                };
+                // The operator's own record, with a nonce from the world
+                // rather than the OS, so a seed replays the same bytes.
+                let record = hoplock::lease::LeaseRecord::reset(generation, format!("reset-{generation}"));
                 s3.put_direct(BUCKET, KEY, record.encode().into(), OPERATOR);
             }
             // The status was checked when the scenario was validated.
@@ -985,6 +979,16 @@ pub fn validate(world: &World) -> Result<(), SimError> {
         .map_err(|err| SimError::InvalidWorld { field: "s3.faults".into(), message: err.to_string() })
 }
 
+/// A scenario's milliseconds as a duration, to read the library's defaults.
+fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A duration in microseconds, as the checkers' bounds are computed.
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
 fn checker_context(world: &World) -> Context {
     let attempts = invariants::liveness::attempts(failure_probability(world));
     let mut handover_bound_us = 0;
@@ -993,7 +997,7 @@ fn checker_context(world: &World) -> Context {
     // once per that interval; the longest any holder may advertise bounds
     // the gap between their reads.
     let renew_us = |spec: &crate::world::ElectorSpec| {
-        spec.renew_ms.map_or(spec.ttl_ms as f64 * 1000.0 / 3.0, |ms| ms as f64 * 1000.0)
+        spec.renew_ms.map_or(micros(term_timing::default_renew_interval(millis(spec.ttl_ms))), |ms| ms as f64 * 1000.0)
     };
     let advertised_us = world
         .nodes
@@ -1003,8 +1007,9 @@ fn checker_context(world: &World) -> Context {
         .fold(0.0, f64::max);
     for node in &world.nodes {
         let spec = &node.elector;
-        let ttl = spec.ttl_ms as f64 * 1000.0;
-        let poll = spec.poll_ms.map_or(ttl / 15.0, |ms| ms as f64 * 1000.0);
+        let poll = spec
+            .poll_ms
+            .map_or(micros(term_timing::default_poll_interval(millis(spec.ttl_ms))), |ms| ms as f64 * 1000.0);
         // The longest a follower goes between reads while a holder is
         // renewing: a poll, or under the default schedule the longest
         // advertised renew interval (never less than a poll).
@@ -1012,7 +1017,9 @@ fn checker_context(world: &World) -> Context {
             ReadsSpec::Poll => poll,
             ReadsSpec::FollowRenewals => poll.max(advertised_us),
         };
-        let timeout = spec.request_timeout_ms.map_or(ttl / 6.0, |ms| ms as f64 * 1000.0);
+        let timeout = spec
+            .request_timeout_ms
+            .map_or(micros(term_timing::default_request_timeout(millis(spec.ttl_ms))), |ms| ms as f64 * 1000.0);
         let latency = 4.0 * (world.network.latency_max_ms + world.tick_ms) as f64 * 1000.0;
         // After a release: one read gap, a round trip, and a read and a
         // write that may each take up to the timeout for every attempt the
@@ -1025,15 +1032,21 @@ fn checker_context(world: &World) -> Context {
             rate: 1.0 + node.clock.drift_ppb as f64 / 1e9,
             drift_bound: spec.drift_bound,
             ttl_us: spec.ttl_ms * 1000,
-            // The keyed writer's default is TTL/10.
-            stop_margin_us: spec.stop_margin_ms.map_or(spec.ttl_ms * 100, |ms| ms * 1000),
+            stop_margin_us: spec
+                .stop_margin_ms
+                .map_or(term_timing::default_stop_margin(millis(spec.ttl_ms)).as_micros() as u64, |ms| ms * 1000),
             // A read, a write, and the read-back that settles a write whose
             // reply was lost (I7), each up to the request timeout.
             attempt_us: (read_gap + 3.0 * timeout) as u64,
         });
     }
     // The elector's default assumed TTL for a record that states none.
-    let assumed_us = world.nodes.iter().map(|node| node.elector.ttl_ms.max(60_000) * 1000).max().unwrap_or(0);
+    let assumed_us = world
+        .nodes
+        .iter()
+        .map(|node| term_timing::default_assumed_ttl(millis(node.elector.ttl_ms)).as_micros() as u64)
+        .max()
+        .unwrap_or(0);
     let foreign_ttl_us = world
         .schedule
         .iter()
@@ -1060,14 +1073,17 @@ fn checker_context(world: &World) -> Context {
         let mut attempt_us = 0u64;
         for node in &world.nodes {
             let spec = &node.elector;
-            let renew_ms = spec.renew_ms.unwrap_or(spec.ttl_ms / 3);
+            let renew_ms =
+                spec.renew_ms.unwrap_or(term_timing::default_renew_interval(millis(spec.ttl_ms)).as_millis() as u64);
             read_us = read_us.max(keyed.read_interval_ms.unwrap_or(renew_ms) * 1000);
             ttl_us = ttl_us.max(spec.ttl_ms * 1000);
             lock_delay_us = lock_delay_us.max(spec.lock_delay_ms * 1000);
             rho = rho.max(spec.drift_bound);
             // One try at a write the store failed: the retry gap, a read, the
             // write, and the read-back of an unknown outcome.
-            let timeout_ms = spec.request_timeout_ms.unwrap_or(spec.ttl_ms / 6);
+            let timeout_ms = spec
+                .request_timeout_ms
+                .unwrap_or(term_timing::default_request_timeout(millis(spec.ttl_ms)).as_millis() as u64);
             attempt_us = attempt_us.max((renew_ms / 8 + 3 * timeout_ms) * 1000);
         }
         let rtt_us = 2 * (world.network.latency_max_ms + world.tick_ms) * 1000 + in_flight_us;

@@ -3,6 +3,7 @@
 //! campaign and term code of the parent module.
 
 use super::*;
+use crate::term_timing::TermTiming;
 
 /// Campaigns for one lease key and runs leader-only work while it holds it.
 ///
@@ -41,14 +42,9 @@ impl<B: Backend> Elector<B> {
         ElectorBuilder {
             backend,
             owner: None,
-            ttl: Duration::from_secs(30),
-            renew_interval: None,
+            term: TermTiming::default(),
             poll_interval: None,
-            request_timeout: None,
-            stop_margin: None,
             release_timeout: Duration::from_secs(2),
-            drift_bound: 1e-3,
-            lock_delay: Duration::ZERO,
             assumed_ttl: None,
             policy: Policy::Safe,
             reads: Reads::FollowRenewals,

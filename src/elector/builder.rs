@@ -3,6 +3,7 @@
 //! lease run out before a renewal can land is refused up front.
 
 use super::*;
+use crate::term_timing::{self, TermTiming};
 
 /// Builds an [`Elector`], validating the configuration.
 ///
@@ -12,7 +13,7 @@ use super::*;
 /// drift bound ρ of 1e-3, no lock-delay, and records without a TTL waited out
 /// for the larger of the TTL and 60 s.
 ///
-/// Every duration must be at most [`MAX_TTL`] (a day), the TTL at least
+/// Every duration must be at most [`MAX_TTL`](crate::lease::MAX_TTL) (a day), the TTL at least
 /// 10 ms, and the stop margin at least the clock's timer resolution (1 ms
 /// for the system clock): timers fire up to that late, and the margin is what
 /// absorbs it.
@@ -39,14 +40,10 @@ use super::*;
 pub struct ElectorBuilder<B> {
     pub(super) backend: B,
     pub(super) owner: Option<String>,
-    pub(super) ttl: Duration,
-    pub(super) renew_interval: Option<Duration>,
+    /// The settings every term holder shares, with their defaults.
+    pub(super) term: TermTiming,
     pub(super) poll_interval: Option<Duration>,
-    pub(super) request_timeout: Option<Duration>,
-    pub(super) stop_margin: Option<Duration>,
     pub(super) release_timeout: Duration,
-    pub(super) drift_bound: f64,
-    pub(super) lock_delay: Duration,
     pub(super) assumed_ttl: Option<Duration>,
     pub(super) policy: Policy,
     pub(super) reads: Reads,
@@ -64,13 +61,13 @@ impl<B: Backend> ElectorBuilder<B> {
     /// The lease's time to live. Contenders wait this long on their own
     /// clocks before taking over from a holder that stopped renewing.
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
+        self.term.ttl = ttl;
         self
     }
 
     /// How often the holder renews. Default TTL/3.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = Some(interval);
+        self.term.renew_interval = Some(interval);
         self
     }
 
@@ -86,14 +83,14 @@ impl<B: Backend> ElectorBuilder<B> {
     /// How long one store call may take before its outcome counts as
     /// unknown. Default TTL/6.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
+        self.term.request_timeout = Some(timeout);
         self
     }
 
     /// How long before the lease's end the holder's context is cancelled,
     /// to leave the work time to stop. Default TTL/10.
     pub fn stop_margin(mut self, margin: Duration) -> Self {
-        self.stop_margin = Some(margin);
+        self.term.stop_margin = Some(margin);
         self
     }
 
@@ -107,7 +104,7 @@ impl<B: Backend> ElectorBuilder<B> {
     /// fraction (1e-3 is 1 ms per second). Offsets between clocks do not
     /// matter and need no setting. Default 1e-3.
     pub fn drift_bound(mut self, rho: f64) -> Self {
-        self.drift_bound = rho;
+        self.term.drift_bound = rho;
         self
     }
 
@@ -121,7 +118,7 @@ impl<B: Backend> ElectorBuilder<B> {
     /// on. A stop requested during the delay waits it out before releasing,
     /// because a released record lets the next leader skip its own delay.
     pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay;
+        self.term.lock_delay = delay;
         self
     }
 
@@ -202,85 +199,36 @@ impl<B: Backend> ElectorBuilder<B> {
     }
 
     fn timing(&self) -> Result<Timing, ElectorError> {
-        let config = |message: String| Err(ElectorError::Config(message));
-        let ttl = self.ttl;
-        if ttl < Duration::from_millis(10) || ttl > MAX_TTL {
-            return config(format!("TTL {ttl:?} is outside 10ms..={MAX_TTL:?}"));
-        }
-        if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
-            return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
-        }
+        let term = &self.term;
+        let ttl = term.ttl;
         let timing = Timing {
             ttl,
-            renew_interval: self.renew_interval.unwrap_or(ttl / 3),
-            poll_interval: self.poll_interval.unwrap_or(ttl / 15),
-            request_timeout: self.request_timeout.unwrap_or(ttl / 6),
+            renew_interval: term.renew_interval(),
+            poll_interval: self.poll_interval.unwrap_or(term_timing::default_poll_interval(ttl)),
+            request_timeout: term.request_timeout(),
             release_timeout: self.release_timeout,
-            drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
-            stop_margin: self.stop_margin.unwrap_or(ttl / 10),
-            lock_delay: self.lock_delay,
-            assumed_ttl: self.assumed_ttl.unwrap_or(ttl.max(DEFAULT_ASSUMED_TTL)),
+            drift_bound_ppb: term.drift_bound_ppb(),
+            stop_margin: term.stop_margin(),
+            lock_delay: term.lock_delay,
+            assumed_ttl: self.assumed_ttl.unwrap_or(term_timing::default_assumed_ttl(ttl)),
             reads: self.reads,
         };
         let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
-        check_term_timing(
-            ttl,
+        term.check(
             &[
-                ("renew interval", timing.renew_interval, false),
                 ("poll interval", timing.poll_interval, false),
-                ("request timeout", timing.request_timeout, false),
                 ("release timeout", timing.release_timeout, false),
                 ("assumed TTL", timing.assumed_ttl, false),
-                ("stop margin", timing.stop_margin, true),
-                ("lock-delay", timing.lock_delay, true),
             ],
-            timing.drift_bound_ppb,
-            (timing.renew_interval, timing.request_timeout, timing.stop_margin),
             resolution,
         )
         .map_err(ElectorError::Config)?;
         if timing.poll_interval > ttl {
-            return config(format!("the poll interval {:?} is longer than the TTL {ttl:?}", timing.poll_interval));
+            return Err(ElectorError::Config(format!(
+                "the poll interval {:?} is longer than the TTL {ttl:?}",
+                timing.poll_interval
+            )));
         }
         Ok(timing)
     }
-}
-
-/// The timing rules a term holder obeys, shared by the elector and keyed
-/// members: every duration present and at most [`MAX_TTL`], a stop margin
-/// no shorter than the clock's timer resolution, and renew interval +
-/// request timeout + stop margin less than TTL·(1−ρ)/(1+ρ).
-pub(crate) fn check_term_timing(
-    ttl: Duration,
-    durations: &[(&str, Duration, bool)],
-    drift_bound_ppb: u32,
-    (renew_interval, request_timeout, stop_margin): (Duration, Duration, Duration),
-    resolution: Duration,
-) -> Result<(), String> {
-    for &(name, value, may_be_zero) in durations {
-        if value.is_zero() && !may_be_zero {
-            return Err(format!("the {name} must be more than zero"));
-        }
-        // Bounding every duration also keeps the sums below far from
-        // overflowing.
-        if value > MAX_TTL {
-            return Err(format!("the {name} {value:?} is longer than the {MAX_TTL:?} any setting may be"));
-        }
-    }
-    if stop_margin < resolution {
-        return Err(format!(
-            "the stop margin {stop_margin:?} is shorter than the clock's timer resolution {resolution:?}: timers fire \
-             up to that late, so the holder could act past its deadline"
-        ));
-    }
-    let safe = super::core::drift_shrunk(ttl, drift_bound_ppb);
-    let needed = renew_interval + request_timeout + stop_margin;
-    if needed >= safe {
-        return Err(format!(
-            "renew interval {renew_interval:?} + request timeout {request_timeout:?} + stop margin {stop_margin:?} = \
-             {needed:?} must be less than TTL·(1−ρ)/(1+ρ) = {safe:?}, or the term runs out before a renewal can \
-             succeed; lengthen the TTL or shorten the others"
-        ));
-    }
-    Ok(())
 }

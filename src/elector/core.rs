@@ -13,6 +13,7 @@ use crate::clock::Instant;
 use crate::lease::{Generation, LeaseRecord};
 use crate::planted::{self, Bug};
 use crate::rfc3339;
+use crate::term_timing;
 
 pub use super::reads::Reads;
 use super::reads::{ReadSchedule, Seen};
@@ -58,26 +59,11 @@ pub(crate) struct Timing {
 
 impl Timing {
     /// How long a holder may act after sending its last successful write:
-    /// TTL·(1−ρ)/(1+ρ) − margin, on its own monotonic clock.
-    ///
-    /// Why the ratio: a contender waits TTL on a clock that may run fast by
-    /// ρ, so it may act after only TTL/(1+ρ) real seconds counted from a
-    /// moment no earlier than the holder's send. A holder whose clock runs
-    /// slow by ρ sees `d` local seconds pass in up to `d/(1−ρ)` real ones.
-    /// Stopping after TTL·(1−ρ)/(1+ρ) local seconds therefore stops within
-    /// TTL/(1+ρ) real seconds, before any contender can act.
+    /// TTL·(1−ρ)/(1+ρ) − margin, on its own monotonic clock
+    /// ([`term_timing::hold_for`] says why).
     pub fn hold_for(&self) -> Duration {
-        drift_shrunk(self.ttl, self.drift_bound_ppb).saturating_sub(self.stop_margin)
+        term_timing::hold_for(self.ttl, self.drift_bound_ppb, self.stop_margin)
     }
-}
-
-/// `d·(1−ρ)/(1+ρ)` with ρ in parts per billion, in integer arithmetic so the
-/// result is the same on every platform.
-pub(crate) fn drift_shrunk(d: Duration, rho_ppb: u32) -> Duration {
-    let ppb = 1_000_000_000u128;
-    let rho = u128::from(rho_ppb);
-    let nanos = d.as_nanos() * (ppb - rho.min(ppb)) / (ppb + rho);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 /// Whether two records come from one incarnation. An empty incarnation

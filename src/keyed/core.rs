@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use crate::backend::Version;
 use crate::clock::Instant;
-use crate::elector::drift_shrunk;
 use crate::hrw::{Member, MemberSet, Round};
 use crate::keyed::record::{Change, ChangeKind, Entry, Hash, MAX_MEMBERS, MembershipRecord};
 use crate::planted::{self, Bug};
@@ -48,7 +47,7 @@ impl Timing {
     /// How long the member may act after sending its last successful write:
     /// TTL·(1−ρ)/(1+ρ) − margin, the lease rule (I3) applied to its entry.
     pub fn hold_for(&self) -> Duration {
-        drift_shrunk(self.ttl, self.drift_bound_ppb).saturating_sub(self.stop_margin)
+        crate::term_timing::hold_for(self.ttl, self.drift_bound_ppb, self.stop_margin)
     }
 }
 

@@ -19,8 +19,9 @@ use crate::backend::{BackendError, ObjectBackend};
 use crate::clock::{Clock, Instant, SystemClock, sleep_until_checked};
 use crate::entropy::{Entropy, OsEntropy, random_hex};
 use crate::hrw::{KeyLease, KeyLeaseError, Leases, Member, Membership, MembershipError, WeightFn};
-use crate::lease::{MAX_OWNER_BYTES, MAX_TTL};
+use crate::lease::MAX_OWNER_BYTES;
 use crate::planted::{self, Bug};
+use crate::term_timing::{self, TermTiming};
 use in_flight::Watched;
 
 mod in_flight;
@@ -49,14 +50,10 @@ pub struct KeyedWriterBuilder<O> {
     id: Option<String>,
     addr: String,
     keys: Vec<String>,
-    ttl: Duration,
-    renew_interval: Option<Duration>,
+    /// The settings every term holder shares, with their defaults.
+    term: TermTiming,
     read_interval: Option<Duration>,
-    request_timeout: Option<Duration>,
     leave_timeout: Option<Duration>,
-    stop_margin: Option<Duration>,
-    drift_bound: f64,
-    lock_delay: Duration,
     hash: Hash,
     capacity: NonZeroU32,
     create_at: Option<u64>,
@@ -88,13 +85,13 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
     /// The member term's TTL (default 30 s): how long this member's entry
     /// lives without a renewal.
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
+        self.term.ttl = ttl;
         self
     }
 
     /// How often the member renews its entry (default TTL/3).
     pub fn renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = Some(interval);
+        self.term.renew_interval = Some(interval);
         self
     }
 
@@ -109,7 +106,7 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
     /// How long one request may take before its outcome counts as unknown
     /// (default TTL/6).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
+        self.term.request_timeout = Some(timeout);
         self
     }
 
@@ -122,20 +119,20 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
     /// Time kept back from the end of each term for work to stop (default
     /// TTL/10).
     pub fn stop_margin(mut self, margin: Duration) -> Self {
-        self.stop_margin = Some(margin);
+        self.term.stop_margin = Some(margin);
         self
     }
 
     /// The bound ρ on any clock's rate error (default 1e-3).
     pub fn drift_bound(mut self, rho: f64) -> Self {
-        self.drift_bound = rho;
+        self.term.drift_bound = rho;
         self
     }
 
     /// How long the new owners of an evicted member's keys wait before
     /// starting them (default zero).
     pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay;
+        self.term.lock_delay = delay;
         self
     }
 
@@ -250,38 +247,21 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
     }
 
     fn timing(&self) -> Result<Timing, KeyedError> {
-        let config = |message: String| Err(KeyedError::Config(message));
-        let ttl = self.ttl;
-        if ttl < Duration::from_millis(10) || ttl > MAX_TTL {
-            return config(format!("TTL {ttl:?} is outside 10ms..={MAX_TTL:?}"));
-        }
-        if !(self.drift_bound.is_finite() && (0.0..0.1).contains(&self.drift_bound)) {
-            return config(format!("drift bound {} must be at least 0 and below 0.1", self.drift_bound));
-        }
-        let renew_interval = self.renew_interval.unwrap_or(ttl / 3);
+        let term = &self.term;
+        let renew_interval = term.renew_interval();
         let timing = Timing {
-            ttl,
+            ttl: term.ttl,
             renew_interval,
             read_interval: self.read_interval.unwrap_or(renew_interval),
-            request_timeout: self.request_timeout.unwrap_or(ttl / 6),
-            leave_timeout: self.leave_timeout.unwrap_or(ttl / 3),
-            drift_bound_ppb: (self.drift_bound * 1e9).round() as u32,
-            stop_margin: self.stop_margin.unwrap_or(ttl / 10),
-            lock_delay: self.lock_delay,
+            request_timeout: term.request_timeout(),
+            leave_timeout: self.leave_timeout.unwrap_or(term_timing::default_leave_timeout(term.ttl)),
+            drift_bound_ppb: term.drift_bound_ppb(),
+            stop_margin: term.stop_margin(),
+            lock_delay: term.lock_delay,
         };
         let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
-        crate::elector::check_term_timing(
-            ttl,
-            &[
-                ("renew interval", timing.renew_interval, false),
-                ("read interval", timing.read_interval, false),
-                ("request timeout", timing.request_timeout, false),
-                ("leave timeout", timing.leave_timeout, false),
-                ("stop margin", timing.stop_margin, true),
-                ("lock-delay", timing.lock_delay, true),
-            ],
-            timing.drift_bound_ppb,
-            (timing.renew_interval, timing.request_timeout, timing.stop_margin),
+        term.check(
+            &[("read interval", timing.read_interval, false), ("leave timeout", timing.leave_timeout, false)],
             resolution,
         )
         .map_err(KeyedError::Config)?;
@@ -403,14 +383,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             id: None,
             addr: String::new(),
             keys: Vec::new(),
-            ttl: Duration::from_secs(30),
-            renew_interval: None,
+            term: TermTiming::default(),
             read_interval: None,
-            request_timeout: None,
             leave_timeout: None,
-            stop_margin: None,
-            drift_bound: 1e-3,
-            lock_delay: Duration::ZERO,
             hash: Hash::default(),
             capacity: NonZeroU32::MIN,
             create_at: None,

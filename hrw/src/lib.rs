@@ -41,7 +41,7 @@
 //! one, and then answers a lookup without allocating.
 //!
 //! ```
-//! use hoplock::hrw::{self, Member, MemberSet};
+//! use hoplock_hrw::{self as hrw, Member, MemberSet};
 //!
 //! let members: Vec<Member> = (1..=4).map(|i| Member::new(format!("r{i}"), format!("10.0.0.{i}:7000"))).collect();
 //!
@@ -62,19 +62,17 @@
 //! method's `capacity / -ln(u)`, computed with a portable `ln` so every
 //! platform agrees (see [`MemberSet::weighted`]).
 //!
-//! # Seams
+//! # This crate and `hoplock::hrw`
 //!
-//! [`Membership`] supplies the live member list ([`Static`] for a single
-//! process); [`Leases`] confirms ownership of one key with a fencing
-//! [`Round`] ([`StaticLeases`] for a single process).
-//!
-//! Nothing here does I/O or needs an async runtime; the seams only return
-//! futures.
+//! This crate is the hashing alone: it does no I/O, needs no async runtime,
+//! and depends only on the hash functions (and on serde, behind the `serde`
+//! feature, for the member and weight-function types). `hoplock::hrw`
+//! re-exports all of it unchanged and adds the async seams: `Membership`,
+//! which supplies the live member list, and `Leases`, which confirms
+//! ownership of one key with a fencing round.
 
 mod capacity;
 mod fast;
-mod leases;
-mod membership;
 mod select;
 mod set;
 mod sha;
@@ -82,17 +80,17 @@ mod sha;
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
-pub use leases::{KeyLease, KeyLeaseError, Leases, Round, StaticLeases};
-pub use membership::{Membership, MembershipError, Static, owns, prepare};
 pub use set::{MemberSet, Options, Simd};
 
 use select::{Candidate, INLINE_REPLICAS, TopN};
 
 /// A member of the replica set. Its weight for a key derives from `id` only;
 /// `addr` is carried along so a caller can reach the owner.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Member {
     /// The stable identity that ownership is computed from.
     pub id: String,
@@ -104,7 +102,7 @@ impl Member {
     /// A member with this id and address.
     ///
     /// ```
-    /// let m = hoplock::hrw::Member::new("r1", "10.0.0.1:7000");
+    /// let m = hoplock_hrw::Member::new("r1", "10.0.0.1:7000");
     /// assert_eq!(m.id, "r1");
     /// ```
     pub fn new(id: impl Into<String>, addr: impl Into<String>) -> Self {
@@ -113,8 +111,9 @@ impl Member {
 }
 
 /// The function that gives each (key, member id) pair its weight.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum WeightFn {
     /// The fast, stable, non-cryptographic weight:
     /// `mix(xxh3_64(key) ^ xxh3_64_with_seed(id, 0x9e37_79b9_7f4a_7c15))`,
@@ -150,7 +149,7 @@ impl WeightFn {
     /// The weight of member `id` for `key`.
     ///
     /// ```
-    /// use hoplock::hrw::WeightFn;
+    /// use hoplock_hrw::WeightFn;
     ///
     /// assert_eq!(WeightFn::GoSha256.weight("acme", "r1"), 0x6dbc_f892_fc24_da1b);
     /// ```
@@ -161,7 +160,7 @@ impl WeightFn {
     /// The owner of `key` among `members`; `None` when `members` is empty.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, WeightFn};
+    /// use hoplock_hrw::{Member, WeightFn};
     ///
     /// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, ""));
     /// assert_eq!(WeightFn::GoSha256.owner("acme", &members).unwrap().id, "r2");
@@ -182,7 +181,7 @@ impl WeightFn {
     /// among them. Stops at the first member that outweighs `self_id`.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, WeightFn};
+    /// use hoplock_hrw::{Member, WeightFn};
     ///
     /// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, ""));
     /// assert!(WeightFn::GoSha256.is_owner("acme", "r2", &members));
@@ -209,7 +208,7 @@ impl WeightFn {
     /// members, best first.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, WeightFn};
+    /// use hoplock_hrw::{Member, WeightFn};
     ///
     /// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, ""));
     /// let ids: Vec<&str> = WeightFn::GoSha256.replicas("acme", &members, 3).iter().map(|m| m.id.as_str()).collect();
@@ -314,7 +313,7 @@ impl KeyWeigher {
 /// `None` when `members` is empty.
 ///
 /// ```
-/// use hoplock::hrw::{self, Member};
+/// use hoplock_hrw::{self as hrw, Member};
 ///
 /// assert!(hrw::owner("k", &[]).is_none());
 /// let members = [Member::new("a", ""), Member::new("b", "")];
@@ -327,7 +326,7 @@ pub fn owner(key: impl AsRef<[u8]>, members: &[Member]) -> Option<&Member> {
 /// Whether `self_id` owns `key` among `members` by [`WeightFn::Fast`].
 ///
 /// ```
-/// use hoplock::hrw::{self, Member};
+/// use hoplock_hrw::{self as hrw, Member};
 ///
 /// let members = [Member::new("a", ""), Member::new("b", "")];
 /// assert_ne!(hrw::is_owner("k", "a", &members), hrw::is_owner("k", "b", &members));
@@ -340,7 +339,7 @@ pub fn is_owner(key: impl AsRef<[u8]>, self_id: &str, members: &[Member]) -> boo
 /// most `n` distinct members, best first.
 ///
 /// ```
-/// use hoplock::hrw::{self, Member};
+/// use hoplock_hrw::{self as hrw, Member};
 ///
 /// let members = [Member::new("a", ""), Member::new("b", ""), Member::new("c", "")];
 /// let replicas = hrw::replicas("k", &members, 2);
@@ -355,7 +354,7 @@ pub fn replicas(key: impl AsRef<[u8]>, members: &[Member], n: usize) -> Vec<&Mem
 /// allocation with enough capacity and `n` at most 32.
 ///
 /// ```
-/// use hoplock::hrw::{self, Member};
+/// use hoplock_hrw::{self as hrw, Member};
 ///
 /// let members = [Member::new("a", ""), Member::new("b", "")];
 /// let mut buffer = Vec::with_capacity(2);

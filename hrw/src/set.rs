@@ -45,7 +45,7 @@ pub struct Options {
 /// # Example
 ///
 /// ```
-/// use hoplock::hrw::{Member, MemberSet, Options, WeightFn};
+/// use hoplock_hrw::{Member, MemberSet, Options, WeightFn};
 ///
 /// let members = ["r1", "r2", "r3"].map(|id| Member::new(id, format!("{id}:7000")));
 /// let set = MemberSet::with_options(members, Options { weight_fn: WeightFn::GoSha256, ..Options::default() });
@@ -80,7 +80,7 @@ impl MemberSet {
     /// where available.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, MemberSet};
+    /// use hoplock_hrw::{Member, MemberSet};
     ///
     /// let set = MemberSet::new(["a", "b", "c"].map(|id| Member::new(id, "")));
     /// let owner = set.owner("orders/42").unwrap();
@@ -105,7 +105,7 @@ impl MemberSet {
     ///
     /// ```
     /// use std::num::NonZeroU32;
-    /// use hoplock::hrw::{Member, MemberSet, Options};
+    /// use hoplock_hrw::{Member, MemberSet, Options};
     ///
     /// let big = NonZeroU32::new(3).unwrap();
     /// let small = NonZeroU32::new(1).unwrap();
@@ -175,7 +175,7 @@ impl MemberSet {
     /// The owner of `key`, or `None` when the set is empty.
     ///
     /// ```
-    /// use hoplock::hrw::MemberSet;
+    /// use hoplock_hrw::MemberSet;
     ///
     /// assert!(MemberSet::default().owner("k").is_none());
     /// ```
@@ -212,7 +212,7 @@ impl MemberSet {
     /// about `ln N + 2` weights on average instead of `N`.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, MemberSet};
+    /// use hoplock_hrw::{Member, MemberSet};
     ///
     /// let set = MemberSet::new(["a", "b"].map(|id| Member::new(id, "")));
     /// assert_ne!(set.is_owner("k", "a"), set.is_owner("k", "b"));
@@ -260,7 +260,7 @@ impl MemberSet {
     /// members in all, best first.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, MemberSet};
+    /// use hoplock_hrw::{Member, MemberSet};
     ///
     /// let set = MemberSet::new(["a", "b", "c", "d"].map(|id| Member::new(id, "")));
     /// let replicas = set.replicas("k", 3);
@@ -278,7 +278,7 @@ impl MemberSet {
     /// allocate.
     ///
     /// ```
-    /// use hoplock::hrw::{Member, MemberSet};
+    /// use hoplock_hrw::{Member, MemberSet};
     ///
     /// let set = MemberSet::new(["a", "b", "c", "d"].map(|id| Member::new(id, "")));
     /// let mut buffer = Vec::with_capacity(3);
