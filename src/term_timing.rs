@@ -90,6 +90,50 @@ pub fn hold_for(ttl: Duration, drift_bound_ppb: u32, stop_margin: Duration) -> D
     drift_shrunk(ttl, drift_bound_ppb).saturating_sub(stop_margin)
 }
 
+/// The setters of the settings every term holder shares, written once for
+/// every builder that keeps a [`TermTiming`] in a field named `term`.
+macro_rules! term_timing_setters {
+    () => {
+        /// The term's time to live (default 30 s): how long the holder's
+        /// record lives without a renewal. Others wait this long on their
+        /// own clocks before taking over from a holder that stopped
+        /// renewing.
+        pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+            self.term.ttl = ttl;
+            self
+        }
+
+        /// How often the holder renews (default TTL/3).
+        pub fn renew_interval(mut self, interval: std::time::Duration) -> Self {
+            self.term.renew_interval = Some(interval);
+            self
+        }
+
+        /// How long one request may take before its outcome counts as
+        /// unknown (default TTL/6).
+        pub fn request_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.term.request_timeout = Some(timeout);
+            self
+        }
+
+        /// How long before its term's end the holder stops acting, to leave
+        /// its work time to stop (default TTL/10).
+        pub fn stop_margin(mut self, margin: std::time::Duration) -> Self {
+            self.term.stop_margin = Some(margin);
+            self
+        }
+
+        /// ρ: the most any clock's rate may differ from real time, as a
+        /// fraction (default 1e-3, a millisecond per second). Offsets
+        /// between clocks do not matter and need no setting.
+        pub fn drift_bound(mut self, rho: f64) -> Self {
+            self.term.drift_bound = rho;
+            self
+        }
+    };
+}
+pub(crate) use term_timing_setters;
+
 /// The timing settings a term holder shares with every other kind of
 /// holder, as a builder collects them: the settings not given take their
 /// defaults from the TTL when read.

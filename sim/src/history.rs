@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+/// The name the store's history gives the schedule's own writes.
+pub const OPERATOR: &str = "operator";
+
 /// One thing that happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Entry {

@@ -52,22 +52,11 @@ pub struct ElectorBuilder<B> {
 }
 
 impl<B: Backend> ElectorBuilder<B> {
+    crate::term_timing::term_timing_setters!();
+
     /// The owner name written into the record. Required; free text.
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
-        self
-    }
-
-    /// The lease's time to live. Contenders wait this long on their own
-    /// clocks before taking over from a holder that stopped renewing.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.term.ttl = ttl;
-        self
-    }
-
-    /// How often the holder renews. Default TTL/3.
-    pub fn renew_interval(mut self, interval: Duration) -> Self {
-        self.term.renew_interval = Some(interval);
         self
     }
 
@@ -80,31 +69,9 @@ impl<B: Backend> ElectorBuilder<B> {
         self
     }
 
-    /// How long one store call may take before its outcome counts as
-    /// unknown. Default TTL/6.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.term.request_timeout = Some(timeout);
-        self
-    }
-
-    /// How long before the lease's end the holder's context is cancelled,
-    /// to leave the work time to stop. Default TTL/10.
-    pub fn stop_margin(mut self, margin: Duration) -> Self {
-        self.term.stop_margin = Some(margin);
-        self
-    }
-
     /// How long a graceful release may take. Default 2 s.
     pub fn release_timeout(mut self, timeout: Duration) -> Self {
         self.release_timeout = timeout;
-        self
-    }
-
-    /// ρ: the most any clock's rate may differ from real time, as a
-    /// fraction (1e-3 is 1 ms per second). Offsets between clocks do not
-    /// matter and need no setting. Default 1e-3.
-    pub fn drift_bound(mut self, rho: f64) -> Self {
-        self.term.drift_bound = rho;
         self
     }
 

@@ -38,6 +38,7 @@ const CARGO_MUTANTS_VERSION: &str = "27.1.0";
 /// validation, subscriber plumbing and accessors are left to the unit tests.
 const SELECTION: &str = concat!(
     r"src/elector/core\.rs",
+    r"|src/term_timing\.rs.*\b(drift_shrunk|hold_for)\b",
     r"|Inner<B>::(acquire|take|give_back|renew|release|begin_term|end_term|observe_for_campaign|sleep_unless_stopped|timed|jittered)\b",
     r"|TermGuard<B>|Drop for TermGuard|may_still_land|Held::confirm|WorkGuard|WorkStopped",
     r"|Elector<B>::(lead|lead_until|observe|run)\b",
@@ -48,7 +49,7 @@ const SELECTION: &str = concat!(
 /// a member's term or stop its keys. The builder, the handle's accessors
 /// and the key context's plumbing are left to the unit tests.
 const KEYED_SELECTION: &str = concat!(
-    r"src/keyed/core\.rs",
+    r"src/keyed/core(\.rs|/)",
     r"|KeyedWriter<O>::(serve|write|send|watch_write|take_in|stop_moved|stop_all|stop_keys|stop_if_term_lapsed|start_owned|leave_now|next_wake|retry_gap|publish_term|term)\b",
     r"|guard_terms|within_term|Tasks::|Drop for Task|Drop for AbandonOnDrop",
 );
@@ -69,10 +70,21 @@ struct Part {
 }
 
 const PARTS: [Part; 3] = [
-    Part { name: "elector", files: &["src/elector.rs", "src/elector/**/*.rs"], selection: SELECTION, worlds: "all" },
+    Part {
+        name: "elector",
+        files: &["src/elector.rs", "src/elector/**/*.rs", "src/term_timing.rs"],
+        selection: SELECTION,
+        worlds: "all",
+    },
     Part {
         name: "keyed",
-        files: &["src/keyed/core.rs", "src/keyed/writer.rs", "src/keyed/writer/*.rs", "src/keyed/term_guard.rs"],
+        files: &[
+            "src/keyed/core.rs",
+            "src/keyed/core/*.rs",
+            "src/keyed/writer.rs",
+            "src/keyed/writer/*.rs",
+            "src/keyed/term_guard.rs",
+        ],
         selection: KEYED_SELECTION,
         worlds: "keyed",
     },

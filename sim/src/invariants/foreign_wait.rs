@@ -17,8 +17,8 @@
 use std::collections::BTreeSet;
 
 use super::{Context, Property, Violation};
+use crate::history::OPERATOR;
 use crate::history::{Entry, Event};
-use crate::runner::OPERATOR;
 
 /// The elector's assumed TTL for a record without one, at least its own.
 const ASSUMED_TTL_US: u64 = hoplock::elector::DEFAULT_ASSUMED_TTL.as_micros() as u64;

@@ -62,7 +62,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             }
             // An operator's release (`lease reset`) is judged by I4a, not
             // passed on here.
-            let by_elector = op.client.as_deref().is_some_and(|client| client != crate::runner::OPERATOR);
+            let by_elector = op.client.as_deref().is_some_and(|client| client != crate::history::OPERATOR);
             owed = match takeovers.get(&generation) {
                 Some(&written_us) if by_elector && op.released && !announced.contains(&generation) => Some(written_us),
                 _ => None,

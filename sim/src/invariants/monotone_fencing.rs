@@ -21,7 +21,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
         match &entry.event {
             // The schedule's own writes may set any generation; what
             // matters is that the electors never go below what they stored.
-            Event::Store(op) if op.applied && op.client.as_deref() != Some(crate::runner::OPERATOR) => {
+            Event::Store(op) if op.applied && op.client.as_deref() != Some(crate::history::OPERATOR) => {
                 let Some(generation) = op.generation else {
                     continue;
                 };

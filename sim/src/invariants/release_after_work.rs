@@ -18,7 +18,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
     for entry in entries {
         match &entry.event {
             // A reset by the schedule is not the holder's release.
-            Event::Store(op) if op.applied && op.released && op.client.as_deref() != Some(crate::runner::OPERATOR) => {
+            Event::Store(op) if op.applied && op.released && op.client.as_deref() != Some(crate::history::OPERATOR) => {
                 if let Some(generation) = op.generation {
                     released.entry(generation).or_insert(entry.at_us);
                 }

@@ -116,48 +116,8 @@ fn observes(step: &Step) -> Option<u32> {
 
 type Memo = HashSet<Box<[u64]>, BuildHasherDefault<WordHasher>>;
 
-/// Checks the shape of every operation before any search.
-pub(super) fn validate(history: &[Operation]) -> Result<(), HistoryError> {
-    if history.len() > super::MAX_OPERATIONS {
-        return Err(HistoryError::TooLong { len: history.len() });
-    }
-    for (index, op) in history.iter().enumerate() {
-        let Reply::Received { at, outcome } = op.reply else {
-            continue;
-        };
-        if at < op.invoke {
-            return Err(HistoryError::ResponseBeforeInvoke { index, invoke: op.invoke, response: at });
-        }
-        let fits = matches!(
-            (op.call, outcome),
-            (Call::Read, Outcome::Missing | Outcome::Value(_))
-                | (Call::Put { .. } | Call::Remove, Outcome::Ok)
-                | (Call::Create { .. } | Call::Update { .. } | Call::Delete { .. }, Outcome::Ok | Outcome::Refused,)
-        );
-        if !fits {
-            return Err(HistoryError::OutcomeMismatch { index, call: op.call, outcome });
-        }
-    }
-    Ok(())
-}
-
-/// Replays `order` on a concrete register starting at `initial`.
-pub(super) fn replay(history: &[Operation], order: &[usize], initial: Option<Version>) -> Option<Version> {
-    let mut state = initial;
-    for op in order.iter().filter_map(|&i| history.get(i)) {
-        if op.outcome() == Some(Outcome::Refused) {
-            continue;
-        }
-        match op.call {
-            Call::Read => {}
-            Call::Create { value } | Call::Put { value } | Call::Update { new: value, .. } => {
-                state = Some(value);
-            }
-            Call::Delete { .. } | Call::Remove => state = None,
-        }
-    }
-    state
-}
+mod validate;
+pub(super) use validate::{replay, validate};
 
 /// The search over one validated history.
 ///
