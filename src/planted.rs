@@ -265,8 +265,8 @@ pub(crate) fn wall_clock_deadline(
     now: crate::clock::Instant,
     wall_now: std::time::SystemTime,
     wall_sent: std::time::SystemTime,
-    timing: &crate::elector::core::Timing,
+    hold_for: std::time::Duration,
 ) -> crate::clock::Instant {
     let elapsed = wall_now.duration_since(wall_sent).unwrap_or_default();
-    now + timing.hold_for().saturating_sub(elapsed)
+    now + hold_for.saturating_sub(elapsed)
 }

@@ -10,7 +10,7 @@
 //! and a new holder's lock-delay counts as follower time (its term starts
 //! when its work does).
 
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
 use crate::invariants::{Context, Term};
 
 /// Reads per TTL per follower over the steady part of the run, or `None`
@@ -28,7 +28,7 @@ pub fn reads_per_ttl(entries: &[Entry], terms: &[Term], context: &Context) -> Op
         reads += entries
             .iter()
             .filter(|entry| match &entry.event {
-                Event::Store(op) => op.op == "read" && op.node() == Some(node.as_str()),
+                Event::Store(op) => op.op == StoreOpKind::Read && op.node() == Some(node.as_str()),
                 _ => false,
             })
             .filter(|entry| following.iter().any(|(from, to)| (*from..*to).contains(&entry.at_us)))
@@ -77,7 +77,11 @@ mod tests {
         Entry {
             at_us,
             node: "s3".into(),
-            event: Event::Store(StoreOp { client: Some(format!("{node}#1")), op: "read".into(), ..StoreOp::default() }),
+            event: Event::Store(StoreOp {
+                client: Some(format!("{node}#1")),
+                op: StoreOpKind::Read,
+                ..StoreOp::default()
+            }),
         }
     }
 

@@ -8,10 +8,50 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use crate::world::Action;
 
 /// The name the store's history gives the schedule's own writes.
 pub const OPERATOR: &str = "operator";
+
+/// How the history labels an action the runner skipped.
+pub const SKIPPED: &str = "skipped: ";
+
+/// A scheduled action as the history records it. It is written as its
+/// label (`stop a`, `partition a s3`, `skipped: crash @leader (nobody
+/// leads)`), and read by matching on the action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The runner applied it.
+    Applied(Action),
+    /// It was aimed at `@leader` while nobody led, so the runner skipped it.
+    Skipped(Action),
+}
+
+impl Fault {
+    /// The action, if the runner applied it.
+    pub fn applied(&self) -> Option<&Action> {
+        match self {
+            Fault::Applied(action) => Some(action),
+            Fault::Skipped(_) => None,
+        }
+    }
+
+    /// How the history names it.
+    pub fn label(&self) -> String {
+        match self {
+            Fault::Applied(action) => action.label(),
+            Fault::Skipped(action) => format!("{SKIPPED}{} (nobody leads)", action.label()),
+        }
+    }
+}
+
+impl Serialize for Fault {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.label())
+    }
+}
 
 /// One thing that happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -37,7 +77,7 @@ pub enum Event {
     /// A renewal succeeded.
     Renewed { generation: u64 },
     /// The node's leader context was cancelled (or the term released).
-    Stepped { generation: u64, reason: String },
+    Stepped { generation: u64, reason: StepReason },
     /// The elector's event stream announced a term (`Event::Acquired`, as
     /// a subscriber sees it); `armed` is whether the subscriber's copy of
     /// the work guard holds the release back (it must not).
@@ -48,7 +88,7 @@ pub enum Event {
     /// The elector's event stream reported the end of a term
     /// (`Event::Lost`); `reason` is the loss reason's kind, or `released`
     /// for a confirmed release.
-    Lost { generation: u64, reason: String },
+    Lost { generation: u64, reason: LossKind },
     /// Non-fatal trouble the elector reported.
     ElectorError { message: String },
     /// The node's campaign ended with an error: it will not lead again in
@@ -70,8 +110,8 @@ pub enum Event {
     Downstream { generation: u64, accepted: bool, highest_before: u64, sequence: u64 },
     /// The fake S3 handled a request on the lease key.
     Store(StoreOp),
-    /// The runner applied a fault.
-    Fault { action: String },
+    /// The runner applied a scheduled action, or skipped one.
+    Fault { action: Fault },
     /// The node was paused until `until_us`.
     Paused { until_us: u64 },
     /// The node's host was suspended until `until_us`. A term that ended in
@@ -133,8 +173,8 @@ pub const STOPPED: &str = "stopped";
 pub struct StoreOp {
     /// The node process that sent it, as `node#incarnation`, if known.
     pub client: Option<String>,
-    /// `read`, `create`, `update`, `put`, `delete`.
-    pub op: String,
+    /// What the request was.
+    pub op: StoreOpKind,
     /// The condition's ETag, for updates and deletes.
     pub expected: Option<String>,
     /// The ETag written, for writes that applied.
@@ -156,6 +196,84 @@ pub struct StoreOp {
     pub ended_us: u64,
     /// Whether the reply was dropped, so the client cannot know the outcome.
     pub reply_dropped: bool,
+}
+
+/// Why a node's leader context (or a key's work) ended, as the node saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepReason {
+    /// The context was cancelled: the term ended or was lost.
+    Cancelled,
+    /// The work returned and the term was released.
+    Released,
+    /// The work's future was dropped before it returned.
+    Dropped,
+}
+
+/// How the elector's event stream said a term ended (`Event::Lost`): the
+/// loss reason's kind, or `released` for a confirmed release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    /// A confirmed release.
+    Released,
+    /// The term ran out before a renewal landed.
+    Expired,
+    /// Someone else's write replaced the record.
+    Superseded,
+    /// The key was deleted.
+    Deleted,
+    /// A renewal was refused for good.
+    Failed,
+    /// A release whose outcome the elector could not confirm.
+    ReleaseUnconfirmed,
+    /// The term's future was dropped.
+    Abandoned,
+    /// A reason this simulator does not know yet.
+    Other,
+}
+
+impl LossKind {
+    /// The kind of an elector's loss reason; `None` is a confirmed release.
+    pub fn of(reason: Option<&hoplock::elector::LossReason>) -> LossKind {
+        use hoplock::elector::LossReason;
+        match reason {
+            None => LossKind::Released,
+            Some(LossReason::Expired) => LossKind::Expired,
+            Some(LossReason::Superseded) => LossKind::Superseded,
+            Some(LossReason::Deleted) => LossKind::Deleted,
+            Some(LossReason::Failed(_)) => LossKind::Failed,
+            Some(LossReason::ReleaseUnconfirmed(_)) => LossKind::ReleaseUnconfirmed,
+            Some(LossReason::Abandoned) => LossKind::Abandoned,
+            Some(_) => LossKind::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for LossKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The name the history writes.
+        let name = serde_json::to_value(self).ok().and_then(|value| value.as_str().map(str::to_owned));
+        f.write_str(name.as_deref().unwrap_or("other"))
+    }
+}
+
+/// What a store request was, as the checkers tell requests apart: a read,
+/// or a write by its condition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreOpKind {
+    /// A GET or HEAD.
+    #[default]
+    Read,
+    /// A PUT with `If-None-Match: *`.
+    Create,
+    /// A PUT with `If-Match`.
+    Update,
+    /// A PUT with no condition.
+    Put,
+    /// A DELETE, with or without `If-Match`.
+    Delete,
 }
 
 impl StoreOp {

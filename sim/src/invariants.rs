@@ -35,167 +35,202 @@ pub mod one_holder_per_generation;
 pub mod release_after_work;
 pub mod stop_honoured;
 
-/// The properties, as the safety rules in ARCHITECTURE.md number them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Property {
-    /// I1: at most one node ever acquires a given generation.
-    OneHolderPerGeneration,
-    /// I2: accepted fencing tokens and the stored generation never go down.
-    MonotoneFencing,
-    /// I3/I4: no two nodes believe they lead at the same instant.
-    NoBeliefOverlap,
-    /// I5: after an involuntary takeover the new leader waits out its
-    /// lock-delay before acting.
-    LockDelay,
-    /// I6: the lease is released only after the leader-only work stopped.
-    ReleaseAfterWork,
-    /// L1: someone leads soon after the faults stop or after a release.
-    Liveness,
-    /// The store's history is linearizable as a compare-and-swap register.
-    Linearizable,
-    /// No vacuous pass: somebody led at some point in the run.
-    NobodyLed,
-    /// No vacuous pass: no elector's campaign ended with an error.
-    CampaignEnded,
-    /// No vacuous pass: every scheduled action was applied.
-    ActionSkipped,
-    /// L3: what `Elector::observe` reports is true of the store.
-    ObserveTruthful,
-    /// L4: a stopped elector starts no term.
-    StopHonoured,
-    /// L5: the elector's events announce and end each term once, and the
-    /// loss reasons they give are true of the run.
-    EventsTruthful,
-    /// K1: per key, at most one member incarnation acts at any instant.
-    KeyedOneWriter,
-    /// K2: no (key, round) is started by two incarnations, and per key
-    /// rounds only rise from one holder to the next.
-    KeyedRounds,
-    /// K3: after churn stops, every key has exactly one acting owner, the
-    /// HRW owner over the live members, within the keyed crash bound.
-    KeyedSettled,
-    /// K4: no key is acted on after its member's term ended.
-    KeyedTerm,
-    /// K5: a view change moves exactly the keys HRW predicts, and a key is
-    /// started only by its owner in its round's view.
-    KeyedMoves,
-    /// K6: per key, the rounds the fenced downstream accepts never go down,
-    /// and it never turns away the newest holder's writes.
-    KeyedFencing,
-    /// I4 for foreign records: a record someone else wrote is waited out
-    /// for its TTL (the assumed one if it states none), a deleted key for
-    /// the last TTL, and an exhausted generation is never written over.
-    ForeignWait,
-    /// K7: a key its holder lost involuntarily (an eviction, an object
-    /// deleted under it) starts elsewhere only after the lock-delay.
-    KeyedLockDelay,
-    /// K8: what a keyed member's handle reports (leases, members, view) is
-    /// true of what the member does and of what the store committed.
-    KeyedHandleTruthful,
+/// What a checker reads: the run's history, what the runner knows of the
+/// world, and in keyed worlds each key's acting intervals (read once for
+/// every keyed checker).
+pub struct Run<'a> {
+    pub entries: &'a [Entry],
+    pub context: &'a Context,
+    pub acting: &'a keyed_acting::Intervals,
+}
+
+/// The worlds a checker judges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worlds {
+    /// Worlds of electors.
+    Elector,
+    /// Every keyed world, the per-key-lease baseline included.
+    Keyed,
+    /// Keyed worlds whose members share keys by HRW views (not the
+    /// baseline).
+    KeyedViews,
+    /// Every world.
+    All,
+}
+
+impl Worlds {
+    /// Whether a checker registered for `self` judges a world of `kind`
+    /// (`Elector`, `Keyed` for the baseline, or `KeyedViews`).
+    fn judge(self, kind: Worlds) -> bool {
+        match self {
+            Worlds::All => true,
+            Worlds::Keyed => kind != Worlds::Elector,
+            judged => judged == kind,
+        }
+    }
+}
+
+/// One registered checker.
+pub struct Checker {
+    /// The property it judges.
+    pub property: Property,
+    /// The name scenario files use.
+    pub name: &'static str,
+    /// Whether breaking it means two writers or a token going down, as
+    /// opposed to a run that led too little or tested too little.
+    pub safety: bool,
+    /// The worlds it judges.
+    pub worlds: Worlds,
+    /// What breaking it looks like, in words.
+    pub summary: &'static str,
+    /// Checks one run.
+    pub check: fn(&Run<'_>, &mut Vec<Violation>),
+}
+
+/// Declares the [`Property`] enum and the [`CHECKERS`] registry from one
+/// line per checker, so that a checker is registered in one place.
+macro_rules! checkers {
+    ($( $(#[$doc:meta])* $variant:ident: $name:literal, $kind:ident, $worlds:ident, $summary:literal, $check:expr; )*) => {
+        /// The properties, as the safety rules in ARCHITECTURE.md number
+        /// them.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Property {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        /// Every checker, in report order (the order of [`Property`]).
+        pub const CHECKERS: &[Checker] = &[
+            $( Checker {
+                property: Property::$variant,
+                name: $name,
+                safety: checkers!(@safety $kind),
+                worlds: Worlds::$worlds,
+                summary: $summary,
+                check: $check,
+            }, )*
+        ];
+    };
+    (@safety safety) => { true };
+    (@safety other) => { false };
 }
 
 impl Property {
+    /// Every property, in report order.
+    pub const ALL: [Property; CHECKERS.len()] = {
+        let mut all = [Property::OneHolderPerGeneration; CHECKERS.len()];
+        let mut index = 0;
+        while index < CHECKERS.len() {
+            all[index] = CHECKERS[index].property;
+            index += 1;
+        }
+        all
+    };
+
+    /// Its registered checker.
+    pub fn checker(self) -> &'static Checker {
+        // The registry lists the properties in declaration order.
+        &CHECKERS[self as usize]
+    }
+
     /// The short name scenario files use.
     pub fn name(self) -> &'static str {
-        match self {
-            Property::OneHolderPerGeneration => "one-holder-per-generation",
-            Property::MonotoneFencing => "monotone-fencing",
-            Property::NoBeliefOverlap => "no-belief-overlap",
-            Property::LockDelay => "lock-delay",
-            Property::ReleaseAfterWork => "release-after-work",
-            Property::Liveness => "liveness",
-            Property::Linearizable => "linearizable",
-            Property::NobodyLed => "nobody-led",
-            Property::CampaignEnded => "campaign-ended",
-            Property::ActionSkipped => "action-skipped",
-            Property::ObserveTruthful => "observe-truthful",
-            Property::StopHonoured => "stop-honoured",
-            Property::EventsTruthful => "events-truthful",
-            Property::KeyedOneWriter => "keyed-one-writer",
-            Property::KeyedRounds => "keyed-rounds",
-            Property::KeyedSettled => "keyed-settled",
-            Property::KeyedTerm => "keyed-term",
-            Property::KeyedMoves => "keyed-moves",
-            Property::KeyedFencing => "keyed-fencing",
-            Property::KeyedLockDelay => "keyed-lock-delay",
-            Property::KeyedHandleTruthful => "keyed-handle-truthful",
-            Property::ForeignWait => "foreign-wait",
-        }
+        self.checker().name
     }
 
     /// Whether breaking it means two writers or a token going down, as
     /// opposed to a run that led too little or tested too little.
     pub fn is_safety(self) -> bool {
-        !matches!(
-            self,
-            Property::Liveness
-                | Property::NobodyLed
-                | Property::CampaignEnded
-                | Property::ActionSkipped
-                | Property::ObserveTruthful
-                | Property::StopHonoured
-                | Property::EventsTruthful
-                | Property::KeyedSettled
-                | Property::KeyedHandleTruthful
-        )
+        self.checker().safety
     }
 
     /// What breaking it looks like, in words.
     pub fn summary(self) -> &'static str {
-        match self {
-            Property::OneHolderPerGeneration => "two leaders in one generation",
-            Property::MonotoneFencing => "a fencing token went down",
-            Property::NoBeliefOverlap => "two nodes believed they led at once",
-            Property::LockDelay => "a new leader acted before its lock-delay passed",
-            Property::ReleaseAfterWork => "the lease was released while the work still wrote",
-            Property::Liveness => "nobody led when someone should have",
-            Property::Linearizable => "the store's history is not linearizable",
-            Property::NobodyLed => "nobody led in the whole run",
-            Property::CampaignEnded => "an elector's campaign ended with an error",
-            Property::ActionSkipped => "a scheduled action was skipped",
-            Property::ObserveTruthful => "a follower's observe() reported something the store never held",
-            Property::StopHonoured => "a stopped elector started a term",
-            Property::EventsTruthful => "an elector's events misreported a term",
-            Property::KeyedOneWriter => "two members acted for one key at once",
-            Property::KeyedRounds => "a key's round was reused or went down",
-            Property::KeyedSettled => "keys did not settle on their HRW owners in time",
-            Property::KeyedTerm => "a member acted for a key after its term ended",
-            Property::KeyedMoves => "keys moved that HRW did not move, or started off their owner",
-            Property::KeyedFencing => "a key's fenced downstream accepted a lower round or shut out its newest holder",
-            Property::KeyedLockDelay => "a key its holder lost involuntarily started elsewhere before the lock-delay",
-            Property::KeyedHandleTruthful => "a member's handle reported a lease, members or a view that were not so",
-            Property::ForeignWait => {
-                "a foreign or deleted record was taken over before its wait, or an exhausted one written over"
-            }
-        }
+        self.checker().summary
     }
+}
 
-    /// Every property, in report order.
-    pub const ALL: [Property; 22] = [
-        Property::OneHolderPerGeneration,
-        Property::MonotoneFencing,
-        Property::NoBeliefOverlap,
-        Property::LockDelay,
-        Property::ReleaseAfterWork,
-        Property::Liveness,
-        Property::Linearizable,
-        Property::NobodyLed,
-        Property::CampaignEnded,
-        Property::ActionSkipped,
-        Property::ObserveTruthful,
-        Property::StopHonoured,
-        Property::EventsTruthful,
-        Property::KeyedOneWriter,
-        Property::KeyedRounds,
-        Property::KeyedSettled,
-        Property::KeyedTerm,
-        Property::KeyedMoves,
-        Property::KeyedFencing,
-        Property::KeyedLockDelay,
-        Property::KeyedHandleTruthful,
-        Property::ForeignWait,
-    ];
+// Every checker, registered once: its property (with the rule it judges),
+// the name scenario files use, whether breaking it is a safety violation,
+// the worlds it judges, what breaking it looks like, and the call that
+// checks a run. Report order is the order here.
+checkers! {
+    /// I1: at most one node ever acquires a given generation.
+    OneHolderPerGeneration: "one-holder-per-generation", safety, Elector, "two leaders in one generation",
+        |run, out| one_holder_per_generation::check(run.entries, out);
+    /// I2: accepted fencing tokens and the stored generation never go down.
+    MonotoneFencing: "monotone-fencing", safety, Elector, "a fencing token went down",
+        |run, out| monotone_fencing::check(run.entries, out);
+    /// I3/I4: no two nodes believe they lead at the same instant.
+    NoBeliefOverlap: "no-belief-overlap", safety, Elector, "two nodes believed they led at once",
+        |run, out| belief_overlap::check(run.entries, run.context, out);
+    /// I5: after an involuntary takeover the new leader waits out its
+    /// lock-delay before acting.
+    LockDelay: "lock-delay", safety, Elector, "a new leader acted before its lock-delay passed",
+        |run, out| lock_delay::check(run.entries, run.context, out);
+    /// I6: the lease is released only after the leader-only work stopped.
+    ReleaseAfterWork: "release-after-work", safety, Elector, "the lease was released while the work still wrote",
+        |run, out| release_after_work::check(run.entries, out);
+    /// L1: someone leads soon after the faults stop or after a release.
+    Liveness: "liveness", other, Elector, "nobody led when someone should have",
+        |run, out| liveness::check(run.entries, run.context, out);
+    /// The store's history is linearizable as a compare-and-swap register.
+    Linearizable: "linearizable", safety, Elector, "the store's history is not linearizable",
+        |run, out| linearizable::check(run.entries, out);
+    /// No vacuous pass: somebody led at some point in the run.
+    NobodyLed: "nobody-led", other, Elector, "nobody led in the whole run",
+        |run, out| nobody_led::check(run.entries, run.context, out);
+    /// No vacuous pass: no elector's campaign ended with an error.
+    CampaignEnded: "campaign-ended", other, All, "an elector's campaign ended with an error",
+        |run, out| campaign_ended::check(run.entries, out);
+    /// No vacuous pass: every scheduled action was applied.
+    ActionSkipped: "action-skipped", other, All, "a scheduled action was skipped",
+        |run, out| action_skipped::check(run.entries, out);
+    /// L3: what `Elector::observe` reports is true of the store.
+    ObserveTruthful: "observe-truthful", other, Elector, "a follower's observe() reported something the store never held",
+        |run, out| observe_truthful::check(run.entries, run.context, out);
+    /// L4: a stopped elector starts no term.
+    StopHonoured: "stop-honoured", other, Elector, "a stopped elector started a term",
+        |run, out| stop_honoured::check(run.entries, run.context, out);
+    /// L5: the elector's events announce and end each term once, and the
+    /// loss reasons they give are true of the run.
+    EventsTruthful: "events-truthful", other, Elector, "an elector's events misreported a term",
+        |run, out| events_truthful::check(run.entries, out);
+    /// K1: per key, at most one member incarnation acts at any instant.
+    KeyedOneWriter: "keyed-one-writer", safety, Keyed, "two members acted for one key at once",
+        |run, out| keyed_one_writer::check(run.acting, out);
+    /// K2: no (key, round) is started by two incarnations, and per key
+    /// rounds only rise from one holder to the next.
+    KeyedRounds: "keyed-rounds", safety, Keyed, "a key's round was reused or went down",
+        |run, out| keyed_rounds::check(run.acting, out);
+    /// K3: after churn stops, every key has exactly one acting owner, the
+    /// HRW owner over the live members, within the keyed crash bound.
+    KeyedSettled: "keyed-settled", other, KeyedViews, "keys did not settle on their HRW owners in time",
+        |run, out| keyed_settled::check(run.acting, run.context, out);
+    /// K4: no key is acted on after its member's term ended.
+    KeyedTerm: "keyed-term", safety, KeyedViews, "a member acted for a key after its term ended",
+        |run, out| keyed_term::check(run.entries, run.acting, run.context, out);
+    /// K5: a view change moves exactly the keys HRW predicts, and a key is
+    /// started only by its owner in its round's view.
+    KeyedMoves: "keyed-moves", safety, KeyedViews, "keys moved that HRW did not move, or started off their owner",
+        |run, out| keyed_moves::check(run.entries, run.acting, run.context, out);
+    /// K6: per key, the rounds the fenced downstream accepts never go down,
+    /// and it never turns away the newest holder's writes.
+    KeyedFencing: "keyed-fencing", safety, Keyed, "a key's fenced downstream accepted a lower round or shut out its newest holder",
+        |run, out| keyed_fencing::check(run.entries, run.acting, out);
+    /// I4 for foreign records: a record someone else wrote is waited out
+    /// for its TTL (the assumed one if it states none), a deleted key for
+    /// the last TTL, and an exhausted generation is never written over.
+    ForeignWait: "foreign-wait", safety, Elector, "a foreign or deleted record was taken over before its wait, or an exhausted one written over",
+        |run, out| foreign_wait::check(run.entries, run.context, out);
+    /// K7: a key its holder lost involuntarily (an eviction, an object
+    /// deleted under it) starts elsewhere only after the lock-delay.
+    KeyedLockDelay: "keyed-lock-delay", safety, KeyedViews, "a key its holder lost involuntarily started elsewhere before the lock-delay",
+        |run, out| keyed_lock_delay::check(run.entries, run.acting, run.context, out);
+    /// K8: what a keyed member's handle reports (leases, members, view) is
+    /// true of what the member does and of what the store committed.
+    KeyedHandleTruthful: "keyed-handle-truthful", other, Keyed, "a member's handle reported a lease, members or a view that were not so",
+        |run, out| keyed_handle_truthful::check(run.entries, run.acting, run.context, out);
 }
 
 impl fmt::Display for Property {
@@ -374,42 +409,24 @@ pub fn unpaused_us(start: u64, end: u64, pauses: &[(u64, u64)]) -> u64 {
     (end - start) - paused
 }
 
-/// Runs every checker.
+/// Runs every checker that judges this kind of world, in report order.
 pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
+    // Keyed members hold no election lease, so the lease checkers have
+    // nothing to read there and the keyed ones replace them; the baseline's
+    // keys follow no HRW view, so only the checkers that hold for any
+    // single-writer scheme judge it. The acting intervals are read once.
+    let kind = match &context.keyed {
+        None => Worlds::Elector,
+        Some(keyed) if keyed.leases_per_key => Worlds::Keyed,
+        Some(_) => Worlds::KeyedViews,
+    };
+    let acting =
+        if kind == Worlds::Elector { keyed_acting::Intervals::default() } else { keyed_acting::intervals(entries) };
+    let run = Run { entries, context, acting: &acting };
     let mut violations = Vec::new();
-    if context.keyed.is_some() {
-        // Keyed members hold no election lease: the lease checkers have
-        // nothing to read, and the keyed ones replace them.
-        let acting = keyed_acting::intervals(entries);
-        keyed_one_writer::check(&acting, &mut violations);
-        keyed_rounds::check(&acting, &mut violations);
-        keyed_fencing::check(entries, &acting, &mut violations);
-        if context.keyed.as_ref().is_some_and(|keyed| !keyed.leases_per_key) {
-            keyed_settled::check(&acting, context, &mut violations);
-            keyed_term::check(entries, &acting, context, &mut violations);
-            keyed_moves::check(entries, &acting, context, &mut violations);
-            keyed_lock_delay::check(entries, &acting, context, &mut violations);
-        }
-        keyed_handle_truthful::check(entries, &acting, context, &mut violations);
-        campaign_ended::check(entries, &mut violations);
-        action_skipped::check(entries, &mut violations);
-        violations.sort_by_key(|violation| (violation.at_us, violation.property));
-        return violations;
+    for checker in CHECKERS.iter().filter(|checker| checker.worlds.judge(kind)) {
+        (checker.check)(&run, &mut violations);
     }
-    one_holder_per_generation::check(entries, &mut violations);
-    monotone_fencing::check(entries, &mut violations);
-    belief_overlap::check(entries, context, &mut violations);
-    lock_delay::check(entries, context, &mut violations);
-    foreign_wait::check(entries, context, &mut violations);
-    release_after_work::check(entries, &mut violations);
-    liveness::check(entries, context, &mut violations);
-    linearizable::check(entries, &mut violations);
-    nobody_led::check(entries, context, &mut violations);
-    campaign_ended::check(entries, &mut violations);
-    action_skipped::check(entries, &mut violations);
-    observe_truthful::check(entries, context, &mut violations);
-    stop_honoured::check(entries, context, &mut violations);
-    events_truthful::check(entries, &mut violations);
     violations.sort_by_key(|violation| (violation.at_us, violation.property));
     violations
 }
@@ -505,5 +522,27 @@ pub(crate) mod test_support {
     /// An entry at `at_ms` milliseconds.
     pub fn at(at_ms: u64, node: &str, event: Event) -> Entry {
         Entry { at_us: at_ms * 1000, node: node.into(), event }
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_follows_the_property_order_and_serde_names() {
+        for (index, checker) in CHECKERS.iter().enumerate() {
+            assert_eq!(checker.property as usize, index, "{} is out of order", checker.name);
+            let serialized = serde_json::to_string(&checker.property).unwrap();
+            assert_eq!(serialized, format!("\"{}\"", checker.name));
+        }
+    }
+
+    #[test]
+    fn each_kind_of_world_gets_its_checkers() {
+        let judged = |kind| CHECKERS.iter().filter(|checker| checker.worlds.judge(kind)).count();
+        assert_eq!(judged(Worlds::Elector), 14);
+        assert_eq!(judged(Worlds::Keyed), 6);
+        assert_eq!(judged(Worlds::KeyedViews), 10);
     }
 }

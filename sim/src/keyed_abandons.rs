@@ -10,9 +10,7 @@
 
 use crate::history::{Entry, Event};
 use crate::invariants::keyed_acting::Intervals;
-
-/// The verb the history's fault entries give an abandon.
-const ABANDON: &str = "abandon ";
+use crate::world::Action;
 
 /// Abandon stops in µs: one figure per abandon of a member that was acting
 /// for some key, from the abandon to the last of those keys' stops.
@@ -20,7 +18,10 @@ pub fn abandon_stops(entries: &[Entry], intervals: &Intervals) -> Vec<u64> {
     entries
         .iter()
         .filter_map(|entry| match &entry.event {
-            Event::Fault { action } => Some((action.strip_prefix(ABANDON)?, entry.at_us)),
+            Event::Fault { action } => match action.applied() {
+                Some(Action::Abandon { node }) => Some((node.as_str(), entry.at_us)),
+                _ => None,
+            },
             _ => None,
         })
         .filter_map(|(node, at_us)| {
@@ -37,6 +38,7 @@ pub fn abandon_stops(entries: &[Entry], intervals: &Intervals) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Fault;
     use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
@@ -47,12 +49,12 @@ mod tests {
             started(0, "a", 1, 1),
             started(0, "a", 2, 1),
             started(0, "b", 3, 1),
-            at(10_000, "world", Event::Fault { action: "abandon a".into() }),
+            at(10_000, "world", Event::Fault { action: Fault::Applied(Action::Abandon { node: "a".into() }) }),
             stopped(10_000, "a", 1, 1),
             stopped(14_500, "a", 2, 1),
             // Nothing was acting on `b`'s behalf when it was abandoned.
             stopped(15_000, "b", 3, 1),
-            at(20_000, "world", Event::Fault { action: "abandon b".into() }),
+            at(20_000, "world", Event::Fault { action: Fault::Applied(Action::Abandon { node: "b".into() }) }),
         ];
         assert_eq!(abandon_stops(&entries, &intervals(&entries)), [4_500_000], "k2 ran on 4.5 s after the abandon");
     }

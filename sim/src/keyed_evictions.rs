@@ -16,7 +16,7 @@
 //! eviction's commit, and for the evictor itself within a write's RTT,
 //! lock-delay·(1+ρ) and a tick.
 
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
 use crate::invariants::KeyedFacts;
 use crate::invariants::keyed_acting::{Intervals, evictions};
 
@@ -31,7 +31,7 @@ pub fn delays(entries: &[Entry], keyed: &KeyedFacts) -> Vec<u64> {
                 .iter()
                 .take_while(|entry| entry.at_us < evicted_us)
                 .filter_map(|entry| match &entry.event {
-                    Event::Store(op) if op.applied && matches!(op.op.as_str(), "create" | "update") => {
+                    Event::Store(op) if op.applied && matches!(op.op, StoreOpKind::Create | StoreOpKind::Update) => {
                         (keyed.id_of(op.node()?) == victim).then_some(entry.at_us)
                     }
                     _ => None,
@@ -74,7 +74,7 @@ mod tests {
     use crate::invariants::test_support::at;
 
     fn write(ms: u64, client: &str) -> Entry {
-        let op = StoreOp { client: Some(client.into()), op: "update".into(), applied: true, ..StoreOp::default() };
+        let op = StoreOp { client: Some(client.into()), op: StoreOpKind::Update, applied: true, ..StoreOp::default() };
         at(ms, "s3", Event::Store(op))
     }
 
@@ -95,7 +95,7 @@ mod tests {
             at(
                 5_000,
                 "s3",
-                Event::Store(StoreOp { client: Some("a#0".into()), op: "update".into(), ..StoreOp::default() }),
+                Event::Store(StoreOp { client: Some("a#0".into()), op: StoreOpKind::Update, ..StoreOp::default() }),
             ),
             write(12_500, "b#0"),
             view(12_500, 3, "evict", "a"),

@@ -10,7 +10,7 @@
 use crate::history::{Entry, Event};
 use crate::invariants::KeyedFacts;
 use crate::invariants::keyed_acting::{Acting, Intervals, changes, lineage, object_replaced};
-use crate::invariants::stop_honoured::STOP;
+use crate::world::Action;
 
 /// Handoff times in µs: (graceful leaves, crashes). One figure per leave or
 /// crash of a member that held keys, from the scheduled stop or the crash
@@ -22,7 +22,7 @@ pub fn handoffs(entries: &[Entry], intervals: &Intervals) -> (Vec<u64>, Vec<u64>
     for entry in entries {
         match &entry.event {
             Event::Fault { action } => {
-                if let Some(node) = action.strip_prefix(STOP) {
+                if let Some(Action::Stop { node }) = action.applied() {
                     leaves.extend(handoff(intervals, node, entry.at_us));
                 }
             }
@@ -107,6 +107,7 @@ pub fn creations(entries: &[Entry], intervals: &Intervals) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Fault;
     use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
@@ -117,7 +118,7 @@ mod tests {
             started(0, "a", 1, 1),
             started(0, "a", 2, 1),
             started(0, "b", 3, 1),
-            at(10_000, "world", Event::Fault { action: "stop a".into() }),
+            at(10_000, "world", Event::Fault { action: Fault::Applied(Action::Stop { node: "a".into() }) }),
             stopped(10_200, "a", 1, 1),
             stopped(10_300, "a", 2, 1),
             started(11_000, "b", 1, 2),
@@ -162,11 +163,15 @@ mod tests {
             view(300, 2, "b"),
             started(6_200, "b", 1, 2),
             started(6_400, "a", 2, 1),
-            at(20_000, "world", Event::Fault { action: "delete-members".into() }),
+            at(20_000, "world", Event::Fault { action: Fault::Applied(Action::DeleteMembers) }),
             // Recreated by a member: timed from its own first view.
             view(21_000, 9, "b"),
             started(27_500, "b", 1, 9),
-            at(40_000, "world", Event::Fault { action: "reset-members".into() }),
+            at(
+                40_000,
+                "world",
+                Event::Fault { action: Fault::Applied(Action::ResetMembers { view_floor: 10, wait_ms: 1_000 }) },
+            ),
             // Written by the reset tool: not a creation.
             view(40_000, 20, hoplock::keyed::RESET_ENTRY_ID),
             started(47_000, "a", 2, 20),

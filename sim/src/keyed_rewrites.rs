@@ -11,7 +11,7 @@
 
 use crate::history::{Entry, Event};
 use crate::invariants::keyed_acting::Intervals;
-use crate::world::SAME_VIEW_REWRITE;
+use crate::world::Action;
 
 /// One figure per rewrite of the object at the same view number, in µs:
 /// from the rewrite to the last stop of a key that was being acted for
@@ -20,8 +20,10 @@ pub fn rewrite_stops(entries: &[Entry], intervals: &Intervals, end_us: u64) -> V
     entries
         .iter()
         .filter(|entry| {
-            matches!(&entry.event, Event::Fault { action }
-                if action.starts_with("write-members") && action.ends_with(SAME_VIEW_REWRITE))
+            matches!(&entry.event, Event::Fault { action } if matches!(
+                action.applied(),
+                Some(Action::WriteMembers { drop_member: Some(_), .. } | Action::WriteMembers { reincarnate_member: Some(_), .. })
+            ))
         })
         .filter_map(|rewrite| {
             intervals
@@ -37,19 +39,28 @@ pub fn rewrite_stops(entries: &[Entry], intervals: &Intervals, end_us: u64) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Fault;
     use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
 
+    fn members(views_back: Option<u64>, drop_member: Option<&str>) -> Action {
+        Action::WriteMembers {
+            raw: None,
+            views_back,
+            drop_member: drop_member.map(Into::into),
+            reincarnate_member: None,
+        }
+    }
+
     #[test]
     fn the_last_key_open_at_a_rewrite_sets_the_figure() {
-        let rewrite =
-            |ms| at(ms, "world", Event::Fault { action: format!("write-members without c {SAME_VIEW_REWRITE}") });
+        let rewrite = |ms| at(ms, "world", Event::Fault { action: Fault::Applied(members(None, Some("c"))) });
         let entries = [
             started(0, "a", 1, 1),
             started(0, "b", 2, 1),
             // A stale copy restored is not a rewrite at the same view.
-            at(500, "world", Event::Fault { action: "write-members 1 views back".into() }),
+            at(500, "world", Event::Fault { action: Fault::Applied(members(Some(1), None)) }),
             rewrite(1_000),
             stopped(1_400, "a", 1, 1),
             stopped(2_900, "b", 2, 1),

@@ -150,7 +150,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                     history.record_now(&node, Event::Announced { generation, armed })
                 }
                 ElectorEvent::Lost { generation, reason } => {
-                    let reason = reason.as_ref().map_or("released", loss_kind).to_string();
+                    let reason = LossKind::of(reason.as_ref());
                     history.record_now(&node, Event::Lost { generation: generation.get(), reason })
                 }
                 _ => {}
@@ -261,7 +261,7 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
                     // this iteration drops it (it is pinned in the loop's
                     // scope) with its work, and the elector releases in the
                     // background. The history must show the term ending.
-                    context.history.record_now(&name, Event::Stepped { generation, reason: "dropped".into() });
+                    context.history.record_now(&name, Event::Stepped { generation, reason: StepReason::Dropped });
                     continue;
                 }
             };
@@ -327,4 +327,5 @@ use keyed::*;
 mod key_work;
 use key_work::*;
 mod baseline;
+use crate::history::{LossKind, StepReason};
 use baseline::*;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::clocks::{Agenda, ClockControl, ClockSpec, SimClock};
 use crate::downstream::Downstream;
 use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
-use crate::history::{Entry, Event, History, STOPPED, StoreOp, trace_hash};
+use crate::history::{Entry, Event, Fault, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, MEMBERS_KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
@@ -192,11 +192,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                 match open.max_by_key(|term| term.generation) {
                     Some(term) => scheduled.action.resolve(&term.node),
                     None => {
-                        let skipped = format!(
-                            "{}{} (nobody leads)",
-                            invariants::action_skipped::SKIPPED,
-                            scheduled.action.label()
-                        );
+                        let skipped = Fault::Skipped(scheduled.action.clone());
                         history.record(now, "world", Event::Fault { action: skipped });
                         continue;
                     }

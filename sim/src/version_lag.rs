@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use crate::follower_reads::{contending, subtract};
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
 use crate::invariants::{Context, Term};
 
 /// Every follower's lag behind every version it followed, in µs.
@@ -43,7 +43,7 @@ pub fn lags_us(entries: &[Entry], terms: &[Term], context: &Context) -> Vec<u64>
     }
     for entry in entries {
         if let Event::Store(op) = &entry.event
-            && op.op == "read"
+            && op.op == StoreOpKind::Read
             && op.status.is_some()
             && let Some(&index) = op.read.as_deref().and_then(|etag| order.get(etag))
         {
@@ -60,7 +60,9 @@ pub fn lags_us(entries: &[Entry], terms: &[Term], context: &Context) -> Vec<u64>
         let reads: Vec<(u64, Option<usize>)> = entries
             .iter()
             .filter_map(|entry| match &entry.event {
-                Event::Store(op) if op.op == "read" && op.status.is_some() && op.node() == Some(node.as_str()) => {
+                Event::Store(op)
+                    if op.op == StoreOpKind::Read && op.status.is_some() && op.node() == Some(node.as_str()) =>
+                {
                     Some((op.ended_us, op.read.as_deref().and_then(|etag| order.get(etag).copied())))
                 }
                 _ => None,
@@ -98,7 +100,7 @@ mod tests {
             ended_us,
             StoreOp {
                 client: Some("a#1".into()),
-                op: "update".into(),
+                op: StoreOpKind::Update,
                 written: Some(etag.into()),
                 applied: true,
                 ..StoreOp::default()
@@ -111,7 +113,7 @@ mod tests {
             ended_us,
             StoreOp {
                 client: Some(format!("{node}#1")),
-                op: "read".into(),
+                op: StoreOpKind::Read,
                 read: Some(etag.into()),
                 ..StoreOp::default()
             },

@@ -41,7 +41,8 @@ impl<B: Backend> TermGuard<B> {
         loop {
             #[cfg(feature = "planted")]
             if planted::active(Bug::WallClockDeadline) {
-                held.ends_at = planted::wall_clock_deadline(inner.clock.now(), inner.clock.wall(), wall_sent, &timing);
+                held.ends_at =
+                    planted::wall_clock_deadline(inner.clock.now(), inner.clock.wall(), wall_sent, timing.hold_for());
             }
             // The context stops counting as valid at the term's end by
             // itself, so work woken from a pause never acts on a term the

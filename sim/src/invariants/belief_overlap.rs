@@ -84,6 +84,7 @@ fn overlap_us(a: &Term, b: &Term) -> u64 {
 mod tests {
     use super::*;
     use crate::history::Event;
+    use crate::history::StepReason;
     use crate::invariants::test_support::at;
 
     fn context() -> Context {
@@ -95,7 +96,7 @@ mod tests {
     }
 
     fn stepped(generation: u64) -> Event {
-        Event::Stepped { generation, reason: "cancelled".into() }
+        Event::Stepped { generation, reason: StepReason::Cancelled }
     }
 
     #[test]

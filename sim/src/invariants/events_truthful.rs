@@ -28,7 +28,8 @@
 use std::collections::BTreeMap;
 
 use super::{Property, Violation};
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
+use crate::history::{LossKind, StepReason};
 
 /// What one node process's stream has said so far.
 #[derive(Default)]
@@ -61,7 +62,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
             Event::Started { incarnation } => {
                 processes.insert(node, Process { client: format!("{node}#{incarnation}"), ..Process::default() });
             }
-            Event::Stepped { generation, reason } if reason == "dropped" => {
+            Event::Stepped { generation, reason: StepReason::Dropped } => {
                 processes.entry(node).or_default().dropped.push(*generation);
             }
             Event::ElectorError { message } if *message == condition_failed => {
@@ -98,7 +99,7 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                     continue;
                 }
                 if let Some(status) = refused
-                    && matches!(reason.as_str(), "expired" | "superseded" | "deleted")
+                    && matches!(reason, LossKind::Expired | LossKind::Superseded | LossKind::Deleted)
                 {
                     let detail = format!(
                         "its renewal was refused for good (HTTP {status}), but it reported the term lost as {reason}"
@@ -109,21 +110,23 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
                 // The store's history since the term's record was written,
                 // looked at only for the reasons that name a store change.
                 let during_term = || &entries[term_written(&entries[..index], &process.client, *generation)..index];
-                let untrue = match reason.as_str() {
-                    "superseded" if !during_term().iter().any(|e| applied_write_by_other(e, &process.client)) => {
+                let untrue = match reason {
+                    LossKind::Superseded
+                        if !during_term().iter().any(|e| applied_write_by_other(e, &process.client)) =>
+                    {
                         "reported its record superseded, but nobody else wrote the key during its term"
                     }
-                    "deleted" if !during_term().iter().any(applied_delete) => {
+                    LossKind::Deleted if !during_term().iter().any(applied_delete) => {
                         "reported its record deleted, but nobody deleted the key during its term"
                     }
-                    "abandoned" if !process.dropped.contains(generation) => {
+                    LossKind::Abandoned if !process.dropped.contains(generation) => {
                         "reported its term abandoned, but its lead future was never dropped"
                     }
                     _ => continue,
                 };
                 violations.push(violation(entry, *generation, untrue.to_string()));
             }
-            Event::Store(op) if matches!(op.status, Some(400 | 403)) && op.op == "update" => {
+            Event::Store(op) if matches!(op.status, Some(400 | 403)) && op.op == StoreOpKind::Update => {
                 let Some((node, _)) = op.client.as_deref().and_then(|client| client.split_once('#')) else { continue };
                 if let Some(process) = processes.get_mut(node)
                     && process.open.is_some()
@@ -152,14 +155,16 @@ fn term_written(entries: &[Entry], client: &str, generation: u64) -> usize {
 fn applied_write_by_other(entry: &Entry, client: &str) -> bool {
     match &entry.event {
         Event::Store(op) => {
-            op.applied && matches!(op.op.as_str(), "create" | "update" | "put") && op.client.as_deref() != Some(client)
+            op.applied
+                && matches!(op.op, StoreOpKind::Create | StoreOpKind::Update | StoreOpKind::Put)
+                && op.client.as_deref() != Some(client)
         }
         _ => false,
     }
 }
 
 fn applied_delete(entry: &Entry) -> bool {
-    matches!(&entry.event, Event::Store(op) if op.applied && op.op == "delete")
+    matches!(&entry.event, Event::Store(op) if op.applied && op.op == StoreOpKind::Delete)
 }
 
 #[cfg(test)]
@@ -171,7 +176,7 @@ mod tests {
     fn write(at_ms: u64, client: &str, generation: u64) -> Entry {
         let op = StoreOp {
             client: Some(client.into()),
-            op: "update".into(),
+            op: StoreOpKind::Update,
             applied: true,
             generation: Some(generation),
             ..StoreOp::default()
@@ -179,8 +184,8 @@ mod tests {
         at(at_ms, "s3", Event::Store(op))
     }
 
-    fn lost(at_ms: u64, generation: u64, reason: &str) -> Entry {
-        at(at_ms, "a", Event::Lost { generation, reason: reason.into() })
+    fn lost(at_ms: u64, generation: u64, reason: LossKind) -> Entry {
+        at(at_ms, "a", Event::Lost { generation, reason })
     }
 
     fn run(entries: &[Entry]) -> Vec<Violation> {
@@ -200,12 +205,12 @@ mod tests {
     #[test]
     fn a_true_superseded_passes_and_a_false_one_is_flagged() {
         let mut honest = start();
-        honest.extend([write(500, "operator", 2), lost(600, 1, "superseded")]);
+        honest.extend([write(500, "operator", 2), lost(600, 1, LossKind::Superseded)]);
         assert!(run(&honest).is_empty(), "{:?}", run(&honest));
 
         // The holder's own renewal is not somebody else's write.
         let mut false_claim = start();
-        false_claim.extend([write(500, "a#0", 1), lost(600, 1, "superseded")]);
+        false_claim.extend([write(500, "a#0", 1), lost(600, 1, LossKind::Superseded)]);
         let found = run(&false_claim);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].property, Property::EventsTruthful);
@@ -215,29 +220,33 @@ mod tests {
     fn abandoned_needs_a_dropped_lead_future() {
         let mut dropped = start();
         dropped.extend([
-            at(400, "a", Event::Stepped { generation: 1, reason: "dropped".into() }),
-            lost(400, 1, "abandoned"),
+            at(400, "a", Event::Stepped { generation: 1, reason: StepReason::Dropped }),
+            lost(400, 1, LossKind::Abandoned),
         ]);
         assert!(run(&dropped).is_empty());
 
         let mut not_dropped = start();
-        not_dropped.push(lost(400, 1, "abandoned"));
+        not_dropped.push(lost(400, 1, LossKind::Abandoned));
         assert_eq!(run(&not_dropped).len(), 1);
     }
 
     #[test]
     fn a_renewal_refused_for_good_ends_the_term_as_failed() {
         let refused = |at_ms| {
-            let op =
-                StoreOp { client: Some("a#0".into()), op: "update".into(), status: Some(403), ..StoreOp::default() };
+            let op = StoreOp {
+                client: Some("a#0".into()),
+                op: StoreOpKind::Update,
+                status: Some(403),
+                ..StoreOp::default()
+            };
             at(at_ms, "s3", Event::Store(op))
         };
         let mut failed = start();
-        failed.extend([refused(500), lost(510, 1, "failed")]);
+        failed.extend([refused(500), lost(510, 1, LossKind::Failed)]);
         assert!(run(&failed).is_empty());
 
         let mut ran_out = start();
-        ran_out.extend([refused(500), lost(5500, 1, "expired")]);
+        ran_out.extend([refused(500), lost(5500, 1, LossKind::Expired)]);
         assert_eq!(run(&ran_out).len(), 1);
     }
 
@@ -277,7 +286,7 @@ mod tests {
 
         // A loss of a term that was never announced (one lost in its
         // lock-delay, say).
-        let never = vec![at(0, "a", Event::Started { incarnation: 0 }), lost(300, 4, "expired")];
+        let never = vec![at(0, "a", Event::Started { incarnation: 0 }), lost(300, 4, LossKind::Expired)];
         assert_eq!(run(&never).len(), 1);
 
         // A restart forgets the crashed process's open term.
@@ -287,7 +296,7 @@ mod tests {
             at(800, "a", Event::Started { incarnation: 1 }),
             write(810, "a#1", 2),
             at(820, "a", Event::Announced { generation: 2, armed: false }),
-            lost(900, 2, "released"),
+            lost(900, 2, LossKind::Released),
         ]);
         assert!(run(&restarted).is_empty(), "{:?}", run(&restarted));
     }

@@ -17,8 +17,8 @@
 use std::collections::BTreeSet;
 
 use super::{Context, Property, Violation};
-use crate::history::OPERATOR;
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, Fault, OPERATOR, StoreOpKind};
+use crate::world::Action;
 
 /// The elector's assumed TTL for a record without one, at least its own.
 const ASSUMED_TTL_US: u64 = hoplock::elector::DEFAULT_ASSUMED_TTL.as_micros() as u64;
@@ -45,7 +45,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     let mut seen_reader: BTreeSet<String> = BTreeSet::new();
     for entry in entries {
         match &entry.event {
-            Event::Fault { action } => match parse(action) {
+            Event::Fault { action } => match operator(action) {
                 Some(Operator::Write { generation, ttl_ms, released, corrupt }) => {
                     pending = if corrupt || generation == Some(u64::MAX) {
                         Some(Pending::Unusable { at_us: entry.at_us })
@@ -65,7 +65,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
             },
             Event::Store(op) => {
                 let Some(client) = op.client.as_deref().filter(|client| *client != OPERATOR) else { continue };
-                if op.op == "read" {
+                if op.op == StoreOpKind::Read {
                     if op.status == Some(200) && op.read.is_some() && seen_reader.insert(client.to_string()) {
                         readers.push((client.to_string(), entry.at_us));
                     }
@@ -126,7 +126,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     }
 }
 
-/// An operator's action on the lease key, from its fault label.
+/// An operator's action on the lease key.
 #[derive(Debug, PartialEq)]
 enum Operator {
     Write { generation: Option<u64>, ttl_ms: Option<u64>, released: bool, corrupt: bool },
@@ -134,22 +134,20 @@ enum Operator {
     Reset,
 }
 
-/// Reads an operator action from its label (`Action::label`).
-fn parse(label: &str) -> Option<Operator> {
-    let mut words = label.split(' ');
-    match words.next()? {
-        "delete-key" => Some(Operator::Delete),
-        "reset-key" => Some(Operator::Reset),
-        "write-record" => {
-            let rest: Vec<&str> = words.collect();
-            if rest.first() == Some(&"(corrupt") {
-                return Some(Operator::Write { generation: None, ttl_ms: None, released: false, corrupt: true });
-            }
-            let generation = rest.get(1).and_then(|g| g.parse().ok());
-            let ttl_ms = rest.get(3).and_then(|t| t.parse().ok());
-            let released = rest.contains(&"released");
-            Some(Operator::Write { generation, ttl_ms, released, corrupt: false })
+/// The operator's action on the lease key a fault was, if any.
+fn operator(fault: &Fault) -> Option<Operator> {
+    match fault.applied()? {
+        Action::WriteRecord { record } if record.raw.is_some() => {
+            Some(Operator::Write { generation: None, ttl_ms: None, released: false, corrupt: true })
         }
+        Action::WriteRecord { record } => Some(Operator::Write {
+            generation: Some(record.generation),
+            ttl_ms: record.ttl_ms,
+            released: record.released,
+            corrupt: false,
+        }),
+        Action::DeleteKey => Some(Operator::Delete),
+        Action::ResetKey { .. } => Some(Operator::Reset),
         _ => None,
     }
 }
@@ -160,23 +158,28 @@ mod tests {
     use crate::history::StoreOp;
     use crate::invariants::NodeFacts;
     use crate::invariants::test_support::at;
+    use crate::world::ForeignRecord;
 
     fn context() -> Context {
         let node = |name: &str| NodeFacts { name: name.into(), rate: 1.0, ttl_us: 6_000_000, ..Default::default() };
         Context { facts: vec![node("a"), node("b")], tick_us: 10_000, ..Default::default() }
     }
 
-    fn fault(ms: u64, action: &str) -> Entry {
-        at(ms, "world", Event::Fault { action: action.into() })
+    fn fault(ms: u64, action: Action) -> Entry {
+        at(ms, "world", Event::Fault { action: Fault::Applied(action) })
     }
 
-    fn op(ms: u64, client: &str, kind: &str, generation: u64) -> Entry {
+    fn write(generation: u64, ttl_ms: Option<u64>) -> Action {
+        Action::WriteRecord { record: ForeignRecord { generation, ttl_ms, ..ForeignRecord::default() } }
+    }
+
+    fn op(ms: u64, client: &str, kind: StoreOpKind, generation: u64) -> Entry {
         let op = StoreOp {
             client: Some(client.into()),
-            op: kind.into(),
-            applied: kind != "read",
+            op: kind,
+            applied: kind != StoreOpKind::Read,
             status: Some(200),
-            read: (kind == "read").then(|| "etag".to_string()),
+            read: (kind == StoreOpKind::Read).then(|| "etag".to_string()),
             generation: Some(generation),
             ..StoreOp::default()
         };
@@ -190,51 +193,58 @@ mod tests {
     }
 
     #[test]
-    fn labels_are_read_back() {
+    fn operator_actions_are_read_from_the_faults() {
+        let released = Action::WriteRecord {
+            record: ForeignRecord { generation: 7, ttl_ms: Some(6000), released: true, raw: None },
+        };
         assert_eq!(
-            parse("write-record generation 7 ttl 6000 ms released"),
+            operator(&Fault::Applied(released.clone())),
             Some(Operator::Write { generation: Some(7), ttl_ms: Some(6000), released: true, corrupt: false })
         );
         assert_eq!(
-            parse("write-record generation 7 ttl none"),
+            operator(&Fault::Applied(write(7, None))),
             Some(Operator::Write { generation: Some(7), ttl_ms: None, released: false, corrupt: false })
         );
-        assert_eq!(parse("delete-key"), Some(Operator::Delete));
-        assert_eq!(parse("pause a for 5 ms"), None);
+        assert_eq!(operator(&Fault::Applied(Action::DeleteKey)), Some(Operator::Delete));
+        assert_eq!(operator(&Fault::Applied(Action::Pause { node: "a".into(), for_ms: 5 })), None);
+        assert_eq!(operator(&Fault::Skipped(released)), None, "a skipped write wrote nothing");
     }
 
     #[test]
     fn a_go_record_is_waited_out_for_the_assumed_ttl() {
-        let early = [fault(1_000, "write-record generation 3 ttl none"), op(31_000, "b#0", "update", 4)];
+        let early = [fault(1_000, write(3, None)), op(31_000, "b#0", StoreOpKind::Update, 4)];
         let found = judge(&early);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("the wait is 60.000s"), "{}", found[0].detail);
-        let waited = [fault(1_000, "write-record generation 3 ttl none"), op(61_000, "b#0", "update", 4)];
+        let waited = [fault(1_000, write(3, None)), op(61_000, "b#0", StoreOpKind::Update, 4)];
         assert!(judge(&waited).is_empty());
     }
 
     #[test]
     fn a_deleted_key_is_waited_out_by_those_who_saw_a_record() {
         let entries = [
-            op(0, "a#0", "create", 1),
-            op(500, "b#0", "read", 1),
-            fault(2_000, "delete-key"),
-            op(4_000, "b#0", "create", 2),
+            op(0, "a#0", StoreOpKind::Create, 1),
+            op(500, "b#0", StoreOpKind::Read, 1),
+            fault(2_000, Action::DeleteKey),
+            op(4_000, "b#0", StoreOpKind::Create, 2),
         ];
         assert_eq!(judge(&entries).len(), 1, "b saw a record, so it must wait a TTL");
-        let fresh = [op(0, "a#0", "create", 1), fault(2_000, "delete-key"), op(4_000, "c#0", "create", 2)];
+        let fresh = [
+            op(0, "a#0", StoreOpKind::Create, 1),
+            fault(2_000, Action::DeleteKey),
+            op(4_000, "c#0", StoreOpKind::Create, 2),
+        ];
         assert!(judge(&fresh).is_empty(), "a process that saw no record may create the key at once");
     }
 
     #[test]
     fn an_exhausted_generation_is_never_written_over() {
-        let entries =
-            [fault(1_000, "write-record generation 18446744073709551615 ttl 1000 ms"), op(90_000, "a#0", "update", 1)];
+        let entries = [fault(1_000, write(u64::MAX, Some(1000))), op(90_000, "a#0", StoreOpKind::Update, 1)];
         assert_eq!(judge(&entries).len(), 1);
         let reset = [
-            fault(1_000, "write-record generation 18446744073709551615 ttl 1000 ms"),
-            fault(2_000, "reset-key floor 5"),
-            op(3_000, "a#0", "update", 6),
+            fault(1_000, write(u64::MAX, Some(1000))),
+            fault(2_000, Action::ResetKey { generation_floor: 5 }),
+            op(3_000, "a#0", StoreOpKind::Update, 6),
         ];
         assert!(judge(&reset).is_empty());
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::history::{Entry, Event};
+use crate::world::Action;
 
 /// One member incarnation acting for one key, from its start to its stop,
 /// its node's crash, or the end of the run (`u64::MAX` while open).
@@ -43,8 +44,10 @@ pub fn object_replaced(entries: &[Entry]) -> Vec<u64> {
     entries
         .iter()
         .filter(|entry| {
-            matches!(&entry.event, Event::Fault { action }
-                if ["delete-members", "write-members", "reset-members"].iter().any(|verb| action.starts_with(verb)))
+            matches!(&entry.event, Event::Fault { action } if matches!(
+                action.applied(),
+                Some(Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. })
+            ))
         })
         .map(|entry| entry.at_us)
         .collect()

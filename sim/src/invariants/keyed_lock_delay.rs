@@ -89,10 +89,12 @@ fn involuntary_end(before: &Acting, next: &Acting, losses: &[Loss<'_>], id: &str
 mod tests {
     use super::*;
     use crate::history::Event;
+    use crate::history::Fault;
     use crate::invariants::keyed_acting::intervals;
     use crate::invariants::keyed_acting::tests::{started, stopped};
     use crate::invariants::test_support::at;
     use crate::invariants::{KeyedFacts, NodeFacts};
+    use crate::world::Action;
 
     fn context() -> Context {
         let node =
@@ -141,7 +143,7 @@ mod tests {
         assert!(judge(&leave).is_empty(), "a leave hands the key on at once");
         let replaced = [
             started(0, "a", 0, 1),
-            at(4_000, "world", Event::Fault { action: "delete-members".into() }),
+            at(4_000, "world", Event::Fault { action: Fault::Applied(Action::DeleteMembers) }),
             stopped(5_000, "a", 0, 1),
             started(6_000, "b", 0, 1000),
         ];

@@ -10,7 +10,7 @@
 
 use super::keyed_acting::Intervals;
 use super::{Context, Property, Violation, unpaused_us};
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
 
 /// A write of a process that landed: when the store received it, and when
 /// the process could first know it had landed.
@@ -74,7 +74,7 @@ fn landed_writes(entries: &[Entry]) -> std::collections::BTreeMap<String, Vec<La
     for entry in entries {
         let Event::Store(op) = &entry.event else { continue };
         let Some(client) = &op.client else { continue };
-        if op.op == "read" {
+        if op.op == StoreOpKind::Read {
             if op.status == Some(200) && !op.reply_dropped {
                 reads.entry(client.as_str()).or_default().push((entry.at_us, op.ended_us));
             }
@@ -178,7 +178,7 @@ mod tests {
     fn wrote(ms: u64) -> Entry {
         let op = StoreOp {
             client: Some("a#0".into()),
-            op: "update".into(),
+            op: StoreOpKind::Update,
             applied: true,
             status: Some(200),
             invoked_us: ms * 1000,

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::{Property, Violation};
-use crate::history::{Entry, Event, StoreOp};
+use crate::history::{Entry, Event, StoreOp, StoreOpKind};
 use crate::linearizability::{Call, Checker, Operation, Outcome, Verdict};
 
 /// Search budget: far above what a run's few thousand operations need, and
@@ -85,8 +85,10 @@ fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Opera
     // A refusal is a statement about the state only when a condition
     // failed; authentication, validation, throttling and server errors are
     // not "condition false".
-    let says_something =
-        matches!((op.op.as_str(), op.status), (_, Some(412)) | ("update" | "delete" | "read", Some(404)));
+    let says_something = matches!(
+        (op.op, op.status),
+        (_, Some(412)) | (StoreOpKind::Update | StoreOpKind::Delete | StoreOpKind::Read, Some(404))
+    );
     if !op.applied && !says_something {
         return None;
     }
@@ -94,19 +96,18 @@ fn operation(op: &StoreOp, client: u64, versions: &mut Versions) -> Option<Opera
         Some(etag) => versions.id(etag),
         None => versions.unused(),
     };
-    let call = match op.op.as_str() {
-        "read" => Call::Read,
-        "create" => Call::Create { value: written(versions) },
-        "put" => Call::Put { value: written(versions) },
-        "update" => {
+    let call = match op.op {
+        StoreOpKind::Read => Call::Read,
+        StoreOpKind::Create => Call::Create { value: written(versions) },
+        StoreOpKind::Put => Call::Put { value: written(versions) },
+        StoreOpKind::Update => {
             let expected = versions.id(op.expected.as_deref()?);
             Call::Update { expected, new: written(versions) }
         }
-        "delete" => match op.expected.as_deref() {
+        StoreOpKind::Delete => match op.expected.as_deref() {
             Some(expected) => Call::Delete { expected: versions.id(expected) },
             None => Call::Remove,
         },
-        _ => return None,
     };
     let outcome = match (&call, op.applied) {
         (Call::Read, true) => Outcome::Value(versions.id(op.read.as_deref()?)),
@@ -124,7 +125,7 @@ mod tests {
     use crate::invariants::test_support::at;
 
     fn op(
-        kind: &str,
+        kind: StoreOpKind,
         expected: Option<&str>,
         written: Option<&str>,
         read: Option<&str>,
@@ -136,7 +137,7 @@ mod tests {
             span.0,
             "s3",
             Event::Store(StoreOp {
-                op: kind.into(),
+                op: kind,
                 expected: expected.map(String::from),
                 written: written.map(String::from),
                 read: read.map(String::from),
@@ -152,12 +153,12 @@ mod tests {
     #[test]
     fn an_honest_sequence_passes() {
         let history = [
-            op("read", None, None, None, 404, (0, 1)),
-            op("create", None, Some("e1"), None, 200, (2, 3)),
-            op("create", None, None, None, 412, (4, 5)),
-            op("update", Some("e1"), Some("e2"), None, 200, (6, 7)),
-            op("update", Some("e1"), None, None, 412, (8, 9)),
-            op("read", None, None, Some("e2"), 200, (10, 11)),
+            op(StoreOpKind::Read, None, None, None, 404, (0, 1)),
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (2, 3)),
+            op(StoreOpKind::Create, None, None, None, 412, (4, 5)),
+            op(StoreOpKind::Update, Some("e1"), Some("e2"), None, 200, (6, 7)),
+            op(StoreOpKind::Update, Some("e1"), None, None, 412, (8, 9)),
+            op(StoreOpKind::Read, None, None, Some("e2"), 200, (10, 11)),
         ];
         let mut found = Vec::new();
         check(&history, &mut found);
@@ -166,17 +167,19 @@ mod tests {
 
     #[test]
     fn two_winning_creates_and_a_stale_update_are_caught() {
-        let two_creates =
-            [op("create", None, Some("e1"), None, 200, (0, 1)), op("create", None, Some("e2"), None, 200, (2, 3))];
+        let two_creates = [
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (0, 1)),
+            op(StoreOpKind::Create, None, Some("e2"), None, 200, (2, 3)),
+        ];
         let mut found = Vec::new();
         check(&two_creates, &mut found);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].property, Property::Linearizable);
 
         let stale = [
-            op("create", None, Some("e1"), None, 200, (0, 1)),
-            op("update", Some("e1"), Some("e2"), None, 200, (2, 3)),
-            op("update", Some("e1"), Some("e3"), None, 200, (4, 5)),
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (0, 1)),
+            op(StoreOpKind::Update, Some("e1"), Some("e2"), None, 200, (2, 3)),
+            op(StoreOpKind::Update, Some("e1"), Some("e3"), None, 200, (4, 5)),
         ];
         let mut found = Vec::new();
         check(&stale, &mut found);
@@ -190,9 +193,9 @@ mod tests {
         // existed, and must not make this history look impossible.
         for status in [403, 400] {
             let history = [
-                op("read", None, None, None, 404, (0, 1)),
-                op("create", None, None, None, status, (2, 3)),
-                op("read", None, None, None, 404, (4, 5)),
+                op(StoreOpKind::Read, None, None, None, 404, (0, 1)),
+                op(StoreOpKind::Create, None, None, None, status, (2, 3)),
+                op(StoreOpKind::Read, None, None, None, 404, (4, 5)),
             ];
             let mut found = Vec::new();
             check(&history, &mut found);
@@ -200,7 +203,10 @@ mod tests {
         }
         // A failed condition still counts: a refused create on a key that
         // never existed is impossible.
-        let history = [op("read", None, None, None, 404, (0, 1)), op("create", None, None, None, 412, (2, 3))];
+        let history = [
+            op(StoreOpKind::Read, None, None, None, 404, (0, 1)),
+            op(StoreOpKind::Create, None, None, None, 412, (2, 3)),
+        ];
         let mut found = Vec::new();
         check(&history, &mut found);
         assert_eq!(found.len(), 1);
@@ -211,18 +217,18 @@ mod tests {
         // Someone deletes the key without a condition; a read after it finds
         // nothing. Left out of the history, that read would be impossible.
         let history = [
-            op("create", None, Some("e1"), None, 200, (0, 1)),
-            op("delete", None, None, None, 200, (2, 3)),
-            op("read", None, None, None, 404, (4, 5)),
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (0, 1)),
+            op(StoreOpKind::Delete, None, None, None, 200, (2, 3)),
+            op(StoreOpKind::Read, None, None, None, 404, (4, 5)),
         ];
         let mut found = Vec::new();
         check(&history, &mut found);
         assert!(found.is_empty(), "{found:?}");
         // A read of e1 after the delete completed is still caught.
         let history = [
-            op("create", None, Some("e1"), None, 200, (0, 1)),
-            op("delete", None, None, None, 200, (2, 3)),
-            op("read", None, None, Some("e1"), 200, (4, 5)),
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (0, 1)),
+            op(StoreOpKind::Delete, None, None, None, 200, (2, 3)),
+            op(StoreOpKind::Read, None, None, Some("e1"), 200, (4, 5)),
         ];
         check(&history, &mut found);
         assert_eq!(found.len(), 1);
@@ -231,9 +237,9 @@ mod tests {
     #[test]
     fn a_stale_read_is_caught() {
         let history = [
-            op("create", None, Some("e1"), None, 200, (0, 1)),
-            op("update", Some("e1"), Some("e2"), None, 200, (2, 3)),
-            op("read", None, None, Some("e1"), 200, (4, 5)),
+            op(StoreOpKind::Create, None, Some("e1"), None, 200, (0, 1)),
+            op(StoreOpKind::Update, Some("e1"), Some("e2"), None, 200, (2, 3)),
+            op(StoreOpKind::Read, None, None, Some("e1"), 200, (4, 5)),
         ];
         let mut found = Vec::new();
         check(&history, &mut found);

@@ -30,6 +30,7 @@
 //! interval: the price of reading once per renewal instead of every poll.
 
 use super::{Context, Property, Violation, terms};
+use crate::history::StepReason;
 use crate::history::{Entry, Event};
 
 /// How many windows were judged and how many were too short (or had nobody
@@ -109,7 +110,7 @@ fn handovers(entries: &[Entry], terms: &[super::Term], context: &Context, violat
         let Event::Stepped { generation, reason } = &entry.event else {
             continue;
         };
-        if reason != "released" {
+        if *reason != StepReason::Released {
             continue;
         }
         let window_end = entry.at_us + context.handover_bound_us;
@@ -187,7 +188,7 @@ mod tests {
     }
 
     fn released(generation: u64) -> Event {
-        Event::Stepped { generation, reason: "released".into() }
+        Event::Stepped { generation, reason: StepReason::Released }
     }
 
     #[test]
@@ -243,7 +244,7 @@ mod tests {
         // the start), and a leader at that instant satisfied it for good.
         let history = [
             at(100, "a", Event::Acquired { generation: 1 }),
-            at(20_000, "a", Event::Stepped { generation: 1, reason: "cancelled".into() }),
+            at(20_000, "a", Event::Stepped { generation: 1, reason: StepReason::Cancelled }),
         ];
         let mut found = Vec::new();
         check(&history, &context(vec![(0, all())]), &mut found);

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Context, Property, Violation};
-use crate::history::{Entry, Event};
+use crate::history::{Entry, Event, StoreOpKind};
 
 /// Reports every leader context handed out before its lock-delay passed.
 pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
@@ -43,7 +43,7 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         if !op.applied {
             continue;
         }
-        if op.op == "delete" {
+        if op.op == StoreOpKind::Delete {
             live = false;
             owed = None;
             continue;
@@ -104,7 +104,7 @@ mod tests {
     fn write(generation: u64, released: bool) -> Event {
         Event::Store(StoreOp {
             client: Some("a#0".into()),
-            op: "update".into(),
+            op: StoreOpKind::Update,
             applied: true,
             generation: Some(generation),
             released,

@@ -149,10 +149,16 @@ pub fn stale_writes_accepted(entries: &[Entry]) -> usize {
 mod tests {
     use super::*;
     use crate::history::StoreOp;
+    use crate::history::StoreOpKind;
     use crate::invariants::test_support::at;
 
     fn stored(generation: u64) -> Event {
-        Event::Store(StoreOp { op: "update".into(), applied: true, generation: Some(generation), ..StoreOp::default() })
+        Event::Store(StoreOp {
+            op: StoreOpKind::Update,
+            applied: true,
+            generation: Some(generation),
+            ..StoreOp::default()
+        })
     }
 
     #[test]

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use super::{Context, Property, Violation};
-use crate::history::{Entry, Event, StoreOp};
+use crate::history::{Entry, Event, StoreOp, StoreOpKind};
 
 pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violation>) {
     let ops: Vec<&StoreOp> = entries
@@ -34,9 +34,9 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
         })
         .collect();
     let writes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.generation.is_some()).collect();
-    let deletes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op == "delete").collect();
+    let deletes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op == StoreOpKind::Delete).collect();
     // Everything that gave the key a new version, corrupt bytes included.
-    let changes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op != "read").collect();
+    let changes: Vec<&StoreOp> = ops.iter().copied().filter(|op| op.op != StoreOpKind::Read).collect();
     let mut flag = |entry: &Entry, generation: Option<u64>, detail: String| {
         violations.push(Violation {
             property: Property::ObserveTruthful,
@@ -153,7 +153,7 @@ mod tests {
             at_us: ended_us,
             node: "s3".into(),
             event: Event::Store(StoreOp {
-                op: "update".into(),
+                op: StoreOpKind::Update,
                 applied: true,
                 generation: Some(generation),
                 written: Some(format!("\"{invoked_us}\"")),
@@ -246,7 +246,7 @@ mod tests {
             at_us: 1_500_000,
             node: "s3".into(),
             event: Event::Store(StoreOp {
-                op: "delete".into(),
+                op: StoreOpKind::Delete,
                 applied: true,
                 invoked_us: 1_400_000,
                 ended_us: 1_500_000,

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::{Property, Violation};
-use crate::history::{Entry, Event, node_of};
+use crate::history::{Entry, Event, StoreOpKind, node_of};
 
 /// Reports every generation acquired by more than one holder, by the
 /// nodes' reports and by what landed in the store.
@@ -35,9 +35,9 @@ fn landed(entries: &[Entry], violations: &mut Vec<Violation>) {
         let (true, Some(generation), Some(etag)) = (op.applied, op.generation, op.written.as_deref()) else {
             continue;
         };
-        let creates = match op.op.as_str() {
-            "create" => true,
-            "update" => op
+        let creates = match op.op {
+            StoreOpKind::Create => true,
+            StoreOpKind::Update => op
                 .expected
                 .as_deref()
                 .and_then(|expected| stored.get(unquoted(expected)))
@@ -113,10 +113,17 @@ mod tests {
     use crate::history::StoreOp;
     use crate::invariants::test_support::at;
 
-    fn write(client: &str, op: &str, expected: Option<&str>, written: &str, generation: u64, released: bool) -> Event {
+    fn write(
+        client: &str,
+        op: StoreOpKind,
+        expected: Option<&str>,
+        written: &str,
+        generation: u64,
+        released: bool,
+    ) -> Event {
         Event::Store(StoreOp {
             client: Some(client.into()),
-            op: op.into(),
+            op,
             expected: expected.map(|etag| format!("\"{etag}\"")),
             written: Some(format!("\"{written}\"")),
             applied: true,
@@ -132,10 +139,10 @@ mod tests {
         // after their writes landed); the store shows both created gen 2.
         let bad = [
             at(0, "a", Event::Started { incarnation: 0 }),
-            at(1, "s3", write("a#0", "create", None, "e1", 1, false)),
-            at(2, "s3", write("a#0", "update", Some("e1"), "e2", 1, false)),
-            at(9, "s3", write("b#0", "update", Some("e2"), "e3", 2, false)),
-            at(9, "s3", write("c#0", "update", Some("e2"), "e4", 2, false)),
+            at(1, "s3", write("a#0", StoreOpKind::Create, None, "e1", 1, false)),
+            at(2, "s3", write("a#0", StoreOpKind::Update, Some("e1"), "e2", 1, false)),
+            at(9, "s3", write("b#0", StoreOpKind::Update, Some("e2"), "e3", 2, false)),
+            at(9, "s3", write("c#0", StoreOpKind::Update, Some("e2"), "e4", 2, false)),
         ];
         let mut found = Vec::new();
         check(&bad, &mut found);
@@ -145,11 +152,11 @@ mod tests {
         // The same store history with honest renewals, a release and a
         // takeover of the released record passes.
         let good = [
-            at(1, "s3", write("a#0", "create", None, "e1", 1, false)),
-            at(2, "s3", write("a#0", "update", Some("e1"), "e2", 1, false)),
-            at(3, "s3", write("a#0", "update", Some("e2"), "e3", 1, true)),
-            at(4, "s3", write("b#0", "update", Some("e3"), "e4", 2, false)),
-            at(5, "s3", write("b#0", "update", Some("e4"), "e5", 2, false)),
+            at(1, "s3", write("a#0", StoreOpKind::Create, None, "e1", 1, false)),
+            at(2, "s3", write("a#0", StoreOpKind::Update, Some("e1"), "e2", 1, false)),
+            at(3, "s3", write("a#0", StoreOpKind::Update, Some("e2"), "e3", 1, true)),
+            at(4, "s3", write("b#0", StoreOpKind::Update, Some("e3"), "e4", 2, false)),
+            at(5, "s3", write("b#0", StoreOpKind::Update, Some("e4"), "e5", 2, false)),
         ];
         let mut found = Vec::new();
         check(&good, &mut found);
@@ -159,8 +166,8 @@ mod tests {
     #[test]
     fn a_restarted_process_creating_its_predecessors_generation_is_caught() {
         let bad = [
-            at(1, "s3", write("a#0", "create", None, "e1", 1, false)),
-            at(7, "s3", write("a#1", "create", None, "e2", 1, false)),
+            at(1, "s3", write("a#0", StoreOpKind::Create, None, "e1", 1, false)),
+            at(7, "s3", write("a#1", StoreOpKind::Create, None, "e2", 1, false)),
         ];
         let mut found = Vec::new();
         check(&bad, &mut found);

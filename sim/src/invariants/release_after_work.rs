@@ -48,11 +48,12 @@ pub fn check(entries: &[Entry], violations: &mut Vec<Violation>) {
 mod tests {
     use super::*;
     use crate::history::StoreOp;
+    use crate::history::StoreOpKind;
     use crate::invariants::test_support::at;
 
     fn release(generation: u64) -> Event {
         Event::Store(StoreOp {
-            op: "update".into(),
+            op: StoreOpKind::Update,
             applied: true,
             generation: Some(generation),
             released: true,

@@ -16,11 +16,7 @@ use std::collections::BTreeMap;
 
 use super::{Context, Property, Violation};
 use crate::history::{Entry, Event};
-
-/// The prefix of a stop in the history's fault labels (`stop <node>`).
-pub const STOP: &str = "stop ";
-/// The prefix of a restart in the history's fault labels.
-pub(crate) const RESTART: &str = "restart ";
+use crate::world::Action;
 
 /// Reports every term a node started after it was stopped and before it
 /// was restarted.
@@ -30,13 +26,15 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
     let mut stopped: BTreeMap<&str, u64> = BTreeMap::new();
     for entry in entries {
         match &entry.event {
-            Event::Fault { action } => {
-                if let Some(node) = action.strip_prefix(STOP) {
+            Event::Fault { action } => match action.applied() {
+                Some(Action::Stop { node }) => {
                     stopped.insert(node, entry.at_us);
-                } else if let Some(node) = action.strip_prefix(RESTART) {
-                    stopped.remove(node);
                 }
-            }
+                Some(Action::Restart { node }) => {
+                    stopped.remove(node.as_str());
+                }
+                _ => {}
+            },
             Event::Started { .. } => {
                 stopped.remove(entry.node.as_str());
             }
@@ -64,10 +62,11 @@ pub fn check(entries: &[Entry], context: &Context, violations: &mut Vec<Violatio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Fault;
     use crate::invariants::test_support::at;
 
     fn stop(at_ms: u64, node: &str) -> Entry {
-        at(at_ms, "world", Event::Fault { action: format!("stop {node}") })
+        at(at_ms, "world", Event::Fault { action: Fault::Applied(Action::Stop { node: node.into() }) })
     }
 
     fn found(history: &[Entry]) -> Vec<Violation> {
@@ -93,7 +92,7 @@ mod tests {
             // Handed out in the same tick as the stop.
             at(10_010, "b", Event::Acquired { generation: 4 }),
             at(11_000, "c", Event::Acquired { generation: 5 }),
-            at(12_000, "world", Event::Fault { action: "restart b".into() }),
+            at(12_000, "world", Event::Fault { action: Fault::Applied(Action::Restart { node: "b".into() }) }),
             at(15_000, "b", Event::Acquired { generation: 6 }),
         ];
         assert!(found(&history).is_empty());

@@ -59,20 +59,6 @@ impl Drop for Acting {
     }
 }
 
-/// The kind of a loss reason, as the history and the `events-truthful`
-/// checker name it.
-pub(super) fn loss_kind(reason: &hoplock::elector::LossReason) -> &'static str {
-    match reason {
-        hoplock::elector::LossReason::Expired => "expired",
-        hoplock::elector::LossReason::Superseded => "superseded",
-        hoplock::elector::LossReason::Deleted => "deleted",
-        hoplock::elector::LossReason::Failed(_) => "failed",
-        hoplock::elector::LossReason::ReleaseUnconfirmed(_) => "release-unconfirmed",
-        hoplock::elector::LossReason::Abandoned => "abandoned",
-        _ => "other",
-    }
-}
-
 /// The leader-only work: write downstream every `write_every_ms` with the
 /// term's generation until the context is cancelled.
 pub(super) struct Workload {
@@ -103,7 +89,7 @@ impl Workload {
             tokio::select! {
                 biased;
                 () = ctx.cancelled(), if stop_writing_at.is_none() => {
-                    self.history.record_now(&self.node, Event::Stepped { generation, reason: "cancelled".into() });
+                    self.history.record_now(&self.node, Event::Stepped { generation, reason: StepReason::Cancelled });
                     if self.spec.ignore_cancellation_ms == 0 {
                         return;
                     }
@@ -112,7 +98,7 @@ impl Workload {
                     stop_writing_at = Some(self.clock.now() + Duration::from_millis(self.spec.ignore_cancellation_ms));
                 }
                 () = release => {
-                    self.history.record_now(&self.node, Event::Stepped { generation, reason: "released".into() });
+                    self.history.record_now(&self.node, Event::Stepped { generation, reason: StepReason::Released });
                     return;
                 }
                 () = self.clock.sleep_until(next_write) => {

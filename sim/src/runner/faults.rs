@@ -3,6 +3,7 @@
 //! restarts, and recording what the fake S3 did in the history.
 
 use super::*;
+use crate::history::StoreOpKind;
 
 /// A write to the lease key by someone other than the electors.
 #[derive(Debug)]
@@ -355,7 +356,7 @@ pub(super) fn apply(
             controls.operate(OperatorOp::Outage(Duration::from_millis(*for_ms), *status));
         }
     }
-    history.record(now, "world", Event::Fault { action: action.label() });
+    history.record(now, "world", Event::Fault { action: Fault::Applied(action.clone()) });
 }
 
 pub(super) fn record_store_event(history: &History, event: &fake_s3::Event, faults: &mut BTreeMap<String, usize>) {
@@ -379,18 +380,18 @@ pub(super) fn record_store_event(history: &History, event: &fake_s3::Event, faul
         _ => {}
     }
     let op = match (event.op, &event.if_match, &event.if_none_match) {
-        (OpKind::Read, _, _) => "read",
-        (OpKind::Write, Some(_), _) => "update",
-        (OpKind::Write, None, Some(_)) => "create",
-        (OpKind::Write, None, None) => "put",
-        (OpKind::Delete, _, _) => "delete",
+        (OpKind::Read, _, _) => StoreOpKind::Read,
+        (OpKind::Write, Some(_), _) => StoreOpKind::Update,
+        (OpKind::Write, None, Some(_)) => StoreOpKind::Create,
+        (OpKind::Write, None, None) => StoreOpKind::Put,
+        (OpKind::Delete, _, _) => StoreOpKind::Delete,
     };
     let applied = event.outcome.applied();
     let is_write = !matches!(event.op, OpKind::Read);
     let record = if is_write && applied { written(event) } else { None };
     let op = StoreOp {
         client: event.client.clone(),
-        op: op.into(),
+        op,
         expected: event.if_match.clone(),
         written: if is_write && applied { event.etag.clone() } else { None },
         read: if is_write { None } else { event.etag.clone() },

@@ -2,6 +2,9 @@
 //! stops, reads and version lags, measured from the history.
 
 use super::*;
+use crate::history::LossKind;
+use crate::history::StoreOpKind;
+use crate::world::Action;
 
 /// Figures from one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -116,11 +119,11 @@ pub(super) fn stop_latencies(entries: &[Entry], end_us: u64) -> Vec<u64> {
     let mut latencies = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let Event::Fault { action } = &entry.event else { continue };
-        let Some(node) = action.strip_prefix(invariants::stop_honoured::STOP) else { continue };
+        let Some(Action::Stop { node }) = action.applied() else { continue };
         let answered = entries[index + 1..].iter().find_map(|later| match &later.event {
-            Event::ElectorError { message } if later.node == node && message == STOPPED => Some(later.at_us),
-            Event::Crashed if later.node == node => Some(later.at_us),
-            Event::Fault { action } if action.strip_prefix(invariants::stop_honoured::RESTART) == Some(node) => {
+            Event::ElectorError { message } if later.node == *node && message == STOPPED => Some(later.at_us),
+            Event::Crashed if later.node == *node => Some(later.at_us),
+            Event::Fault { action } if matches!(action.applied(), Some(Action::Restart { node: restarted }) if restarted == node) => {
                 Some(later.at_us)
             }
             _ => None,
@@ -172,10 +175,13 @@ pub(super) fn stats(
         simulated_secs: world.duration_ms as f64 / 1000.0,
         cpu_secs: cpu.as_secs_f64(),
         s3_requests: entries.iter().filter(|entry| matches!(entry.event, Event::Store(_))).count(),
-        s3_reads: entries.iter().filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == "read")).count(),
+        s3_reads: entries
+            .iter()
+            .filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == StoreOpKind::Read))
+            .count(),
         s3_deletes: entries
             .iter()
-            .filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == "delete"))
+            .filter(|entry| matches!(&entry.event, Event::Store(op) if op.op == StoreOpKind::Delete))
             .count(),
         terms: terms.len(),
         takeovers,
@@ -188,7 +194,7 @@ pub(super) fn stats(
                 .iter()
                 .filter(|entry| {
                     matches!(&entry.event, Event::Lost { reason, .. }
-                        if matches!(reason.as_str(), "expired" | "superseded" | "deleted" | "failed"))
+                        if matches!(reason, LossKind::Expired | LossKind::Superseded | LossKind::Deleted | LossKind::Failed))
                 })
                 .count()
         },

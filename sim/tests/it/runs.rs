@@ -330,7 +330,7 @@ fn reads_retry_inside_their_deadline_as_in_production() {
     let mut retries = 0;
     for entry in &report.entries {
         let hoplock_sim::history::Event::Store(op) = &entry.event else { continue };
-        let (Some(client), "read") = (op.client.as_deref(), op.op.as_str()) else { continue };
+        let (Some(client), hoplock_sim::history::StoreOpKind::Read) = (op.client.as_deref(), op.op) else { continue };
         if let Some(refused_at) = last_refused.remove(client)
             && op.invoked_us.saturating_sub(refused_at) < 300_000
         {

@@ -35,7 +35,7 @@ use std::path::Path;
 use hoplock_sim::history::{Entry, Event};
 use hoplock_sim::invariants::terms;
 use hoplock_sim::runner::Report;
-use hoplock_sim::world::World;
+use hoplock_sim::world::{Action, World};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 

@@ -83,7 +83,10 @@ impl<'w> Run<'w> {
         let restarts: BTreeSet<(u64, &str)> = entries
             .iter()
             .filter_map(|entry| match &entry.event {
-                Event::Fault { action } => Some((entry.at_us, action.strip_prefix("restart ")?.trim())),
+                Event::Fault { action } => match action.applied() {
+                    Some(Action::Restart { node }) => Some((entry.at_us, node.as_str())),
+                    _ => None,
+                },
                 _ => None,
             })
             .collect();
@@ -135,19 +138,16 @@ impl<'w> Run<'w> {
                         lane.stale_writes.push(at);
                     }
                 }
-                Event::Fault { action } => {
-                    let words: Vec<&str> = action.split_whitespace().collect();
-                    let (verb, hosts) = match words.as_slice() {
-                        [verb @ ("partition" | "partition-oneway" | "hold" | "repair" | "release"), a, b, ..] => {
-                            (*verb, vec![*a, *b])
-                        }
-                        [verb, node, ..] if !verb.ends_with(':') => (*verb, vec![*node]),
-                        // "skipped: ..." and anything unforeseen: a label,
-                        // but no lane to trace it through.
-                        _ => ("", Vec::new()),
-                    };
-                    match (verb, hosts.as_slice()) {
-                        ("partition" | "partition-oneway" | "hold", [a, b]) => {
+                Event::Fault { action: fault } => {
+                    // A skipped action gets a label, but no lane to trace
+                    // it through.
+                    let hosts = fault.applied().map(Action::hosts).unwrap_or_default();
+                    match fault.applied() {
+                        Some(
+                            Action::Partition { a, b }
+                            | Action::PartitionOneway { from: a, to: b }
+                            | Action::Hold { a, b },
+                        ) => {
                             let pair = unordered(a, b);
                             if !open_cuts.iter().any(|cut| cut.pair == pair) {
                                 open_cuts.push(OpenCut { pair, since_us: at });
@@ -155,7 +155,7 @@ impl<'w> Run<'w> {
                         }
                         // turmoil heals a link on either verb, whichever
                         // of them cut it, so either closes the span.
-                        ("repair" | "release", [a, b]) => {
+                        Some(Action::Repair { a, b } | Action::Release { a, b }) => {
                             let pair = unordered(a, b);
                             open_cuts.retain(|cut| {
                                 if cut.pair != pair {
@@ -165,7 +165,7 @@ impl<'w> Run<'w> {
                                 false
                             });
                         }
-                        ("stop", [node]) => {
+                        Some(Action::Stop { node }) => {
                             if let Some(since) = lane_of(node).and_then(|lane| stopped_since.get_mut(lane)) {
                                 since.get_or_insert(at);
                             }
@@ -174,7 +174,7 @@ impl<'w> Run<'w> {
                     }
                     faults.push(Mark {
                         at_us: at,
-                        label: shorten(action, 32),
+                        label: shorten(&fault.label(), 32),
                         lanes: hosts.iter().filter_map(|host| lane_of(host)).collect(),
                     });
                 }

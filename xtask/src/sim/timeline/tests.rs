@@ -1,9 +1,9 @@
 //! The timeline's layout: lanes, labels and what a run's history draws.
 
-use hoplock_sim::history::{Entry, Event};
+use hoplock_sim::history::{Entry, Event, Fault, StepReason};
 use hoplock_sim::invariants::{Property, Violation};
 use hoplock_sim::runner::{Report, Stats};
-use hoplock_sim::world::{NodeSpec, World};
+use hoplock_sim::world::{Action, NodeSpec, World};
 
 use super::draw;
 
@@ -48,6 +48,11 @@ fn render(world: &World, report: &Report, name: &str) -> Result<String, String> 
     svg.map_err(|err| err.to_string())
 }
 
+/// A scheduled action the runner applied.
+fn applied(action: Action) -> Event {
+    Event::Fault { action: Fault::Applied(action) }
+}
+
 #[test]
 fn draws_lanes_generations_faults_and_violations() {
     let world = world(&["alpha", "beta"], 30_000);
@@ -55,13 +60,13 @@ fn draws_lanes_generations_faults_and_violations() {
         at(0, "alpha", Event::Started { incarnation: 0 }),
         at(0, "beta", Event::Started { incarnation: 0 }),
         at(200, "alpha", Event::Acquired { generation: 1 }),
-        at(6_000, "world", Event::Fault { action: "partition alpha s3".into() }),
+        at(6_000, "world", applied(Action::Partition { a: "alpha".into(), b: "s3".into() })),
         at(12_000, "beta", Event::Acquired { generation: 2 }),
         at(12_500, "alpha", Event::Downstream { generation: 1, accepted: false, highest_before: 2, sequence: 0 }),
-        at(13_000, "alpha", Event::Stepped { generation: 1, reason: "lost".into() }),
-        at(15_000, "world", Event::Fault { action: "repair s3 alpha".into() }),
+        at(13_000, "alpha", Event::Stepped { generation: 1, reason: StepReason::Cancelled }),
+        at(15_000, "world", applied(Action::Repair { a: "s3".into(), b: "alpha".into() })),
         at(20_000, "beta", Event::Crashed),
-        at(25_000, "world", Event::Fault { action: "restart beta".into() }),
+        at(25_000, "world", applied(Action::Restart { node: "beta".into() })),
         at(25_000, "beta", Event::Started { incarnation: 1 }),
     ];
     let violation = Violation {
@@ -92,9 +97,8 @@ fn odd_inputs_draw_or_fail_cleanly() {
     let entries = vec![
         at(5_000, "ghost", Event::Acquired { generation: 3 }),
         at(900, "a", Event::Paused { until_us: 99_000_000 }),
-        at(100, "world", Event::Fault { action: "hold a ghost".into() }),
-        at(200, "world", Event::Fault { action: "skipped: crash @leader (nobody leads)".into() }),
-        at(300, "world", Event::Fault { action: "".into() }),
+        at(100, "world", applied(Action::Hold { a: "a".into(), b: "ghost".into() })),
+        at(200, "world", Event::Fault { action: Fault::Skipped(Action::Crash { node: "@leader".into() }) }),
         at(400, "a", Event::Crashed),
         at(400, "a", Event::Crashed),
     ];
