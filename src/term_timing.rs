@@ -134,6 +134,10 @@ macro_rules! term_timing_setters {
 }
 pub(crate) use term_timing_setters;
 
+/// A holder's own duration as [`TermTiming::check`] checks it: its name in
+/// the error message, its value, and whether it may be zero.
+pub type Named<'a> = (&'a str, Duration, bool);
+
 /// The timing settings a term holder shares with every other kind of
 /// holder, as a builder collects them: the settings not given take their
 /// defaults from the TTL when read.
@@ -146,11 +150,11 @@ pub(crate) use term_timing_setters;
 /// assert_eq!(timing.renew_interval(), Duration::from_secs(2));
 /// assert_eq!(timing.request_timeout(), Duration::from_secs(1));
 /// assert_eq!(timing.stop_margin(), Duration::from_millis(600));
-/// assert!(timing.check(&[], Duration::from_millis(1)).is_ok());
+/// assert!(timing.check(&[], &[], Duration::from_millis(1)).is_ok());
 ///
 /// // A renew interval that leaves no room for a renewal to land is refused.
 /// let tight = TermTiming { renew_interval: Some(Duration::from_secs(5)), ..timing };
-/// assert!(tight.check(&[], Duration::from_millis(1)).unwrap_err().contains("must be less than"));
+/// assert!(tight.check(&[], &[], Duration::from_millis(1)).unwrap_err().contains("must be less than"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TermTiming {
@@ -215,12 +219,16 @@ impl TermTiming {
     }
 
     /// Checks the settings against each other and against the clock's timer
-    /// resolution. `extra` are the holder's own durations, each with its
-    /// name and whether it may be zero; every duration must be at most
-    /// [`MAX_TTL`], and renew interval + request timeout + stop margin must
-    /// be less than TTL·(1−ρ)/(1+ρ), or a term could run out before a
-    /// renewal can land. The message says what to change.
-    pub fn check(&self, extra: &[(&str, Duration, bool)], resolution: Duration) -> Result<(), String> {
+    /// resolution. `intervals` and `timeouts` are the holder's own
+    /// durations, each with its name and whether it may be zero: its
+    /// intervals are checked right after the renew interval and its timeouts
+    /// right after the request timeout, so that of several bad settings the
+    /// one reported is the one the builders have always reported first.
+    /// Every duration must be at most [`MAX_TTL`], and renew interval +
+    /// request timeout + stop margin must be less than TTL·(1−ρ)/(1+ρ), or a
+    /// term could run out before a renewal can land. The message says what
+    /// to change.
+    pub fn check(&self, intervals: &[Named], timeouts: &[Named], resolution: Duration) -> Result<(), String> {
         let ttl = self.ttl;
         if ttl < MIN_TTL || ttl > MAX_TTL {
             return Err(format!("TTL {ttl:?} is outside {MIN_TTL:?}..={MAX_TTL:?}"));
@@ -230,13 +238,11 @@ impl TermTiming {
         }
         let (renew_interval, request_timeout, stop_margin) =
             (self.renew_interval(), self.request_timeout(), self.stop_margin());
-        let shared = [
-            ("renew interval", renew_interval, false),
-            ("request timeout", request_timeout, false),
-            ("stop margin", stop_margin, true),
-            ("lock-delay", self.lock_delay, true),
-        ];
-        for &(name, value, may_be_zero) in shared.iter().chain(extra) {
+        let renew = [("renew interval", renew_interval, false)];
+        let request = [("request timeout", request_timeout, false)];
+        let margins = [("stop margin", stop_margin, true), ("lock-delay", self.lock_delay, true)];
+        let durations = renew.iter().chain(intervals).chain(&request).chain(timeouts).chain(&margins);
+        for &(name, value, may_be_zero) in durations {
             if value.is_zero() && !may_be_zero {
                 return Err(format!("the {name} must be more than zero"));
             }
@@ -288,7 +294,7 @@ mod tests {
     fn each_rule_is_refused_with_its_reason() {
         let ms = Duration::from_millis;
         let base = TermTiming::new(Duration::from_secs(6));
-        let refused = |timing: TermTiming, extra: &[(&str, Duration, bool)]| timing.check(extra, ms(1)).unwrap_err();
+        let refused = |timing: TermTiming, intervals: &[Named]| timing.check(intervals, &[], ms(1)).unwrap_err();
         assert!(refused(TermTiming::new(ms(5)), &[]).contains("outside"));
         assert!(refused(TermTiming { drift_bound: 0.1, ..base }, &[]).contains("drift bound"));
         assert!(refused(TermTiming { drift_bound: f64::NAN, ..base }, &[]).contains("drift bound"));
@@ -297,7 +303,24 @@ mod tests {
         assert!(refused(base, &[("assumed TTL", MAX_TTL + ms(1), false)]).contains("longer than"));
         assert!(refused(TermTiming { stop_margin: Some(Duration::ZERO), ..base }, &[]).contains("timer resolution"));
         assert!(refused(TermTiming { renew_interval: Some(ms(5_000)), ..base }, &[]).contains("must be less than"));
-        assert!(base.check(&[("lock-delay", Duration::ZERO, true)], ms(1)).is_ok());
+        assert!(base.check(&[("lock-delay", Duration::ZERO, true)], &[], ms(1)).is_ok());
+    }
+
+    #[test]
+    fn the_first_bad_setting_is_reported_in_the_builders_order() {
+        let ms = Duration::from_millis;
+        let timing = TermTiming {
+            request_timeout: Some(Duration::ZERO),
+            stop_margin: Some(MAX_TTL + ms(1)),
+            ..TermTiming::new(Duration::from_secs(6))
+        };
+        let zero = [("poll interval", Duration::ZERO, false)];
+        let long = [("release timeout", MAX_TTL + ms(1), false)];
+        let first = |intervals: &[Named], timeouts: &[Named]| timing.check(intervals, timeouts, ms(1)).unwrap_err();
+        assert!(first(&zero, &[]).contains("the poll interval must be"));
+        assert!(first(&[], &long).contains("the request timeout must be"));
+        let fine = TermTiming { request_timeout: None, ..timing };
+        assert!(fine.check(&[], &long, ms(1)).unwrap_err().contains("the release timeout"));
     }
 
     #[test]

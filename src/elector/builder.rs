@@ -182,11 +182,8 @@ impl<B: Backend> ElectorBuilder<B> {
         };
         let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
         term.check(
-            &[
-                ("poll interval", timing.poll_interval, false),
-                ("release timeout", timing.release_timeout, false),
-                ("assumed TTL", timing.assumed_ttl, false),
-            ],
+            &[("poll interval", timing.poll_interval, false)],
+            &[("release timeout", timing.release_timeout, false), ("assumed TTL", timing.assumed_ttl, false)],
             resolution,
         )
         .map_err(ElectorError::Config)?;

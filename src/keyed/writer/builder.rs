@@ -192,7 +192,8 @@ impl<O: ObjectBackend> KeyedWriterBuilder<O> {
         };
         let resolution = self.clock.as_ref().map_or(Duration::from_millis(1), |clock| clock.timer_resolution());
         term.check(
-            &[("read interval", timing.read_interval, false), ("leave timeout", timing.leave_timeout, false)],
+            &[("read interval", timing.read_interval, false)],
+            &[("leave timeout", timing.leave_timeout, false)],
             resolution,
         )
         .map_err(KeyedError::Config)?;
