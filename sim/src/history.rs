@@ -212,8 +212,7 @@ pub enum StepReason {
 
 /// How the elector's event stream said a term ended (`Event::Lost`): the
 /// loss reason's kind, or `released` for a confirmed release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LossKind {
     /// A confirmed release.
     Released,
@@ -250,11 +249,31 @@ impl LossKind {
     }
 }
 
+impl LossKind {
+    /// The name the history writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossKind::Released => "released",
+            LossKind::Expired => "expired",
+            LossKind::Superseded => "superseded",
+            LossKind::Deleted => "deleted",
+            LossKind::Failed => "failed",
+            LossKind::ReleaseUnconfirmed => "release-unconfirmed",
+            LossKind::Abandoned => "abandoned",
+            LossKind::Other => "other",
+        }
+    }
+}
+
+impl Serialize for LossKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
 impl std::fmt::Display for LossKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The name the history writes.
-        let name = serde_json::to_value(self).ok().and_then(|value| value.as_str().map(str::to_owned));
-        f.write_str(name.as_deref().unwrap_or("other"))
+        f.write_str(self.name())
     }
 }
 
