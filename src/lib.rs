@@ -89,6 +89,8 @@ mod documentation {
     struct CheckS3;
     #[doc = include_str!("../docs/testing.md")]
     struct Testing;
+    #[doc = include_str!("../docs/chaos.md")]
+    struct Chaos;
     #[doc = include_str!("../docs/performance.md")]
     struct Performance;
     #[doc = include_str!("../docs/mutation-testing.md")]

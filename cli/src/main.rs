@@ -49,6 +49,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(feature = "planted")]
+    if let Err(error) = plant_from_env() {
+        return fail(&error);
+    }
     match cli.command {
         Command::Hrw(command) => hrw_main(command),
         Command::Run(args) => {
@@ -114,6 +118,22 @@ fn operate<E: std::fmt::Display>(
     match result.and_then(|()| stdout.flush().map_err(|err| err.to_string())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),
+    }
+}
+
+/// In a build with the `planted` feature, activates the deliberate bug
+/// `HOPLOCK_PLANTED` names, for the chaos harness to show that its checkers
+/// catch it in real processes.
+#[cfg(feature = "planted")]
+fn plant_from_env() -> Result<(), String> {
+    match std::env::var("HOPLOCK_PLANTED") {
+        Ok(name) if !name.is_empty() => {
+            let bug: hoplock::planted::Bug = name.parse().map_err(|err| format!("HOPLOCK_PLANTED: {err}"))?;
+            hoplock::planted::plant(Some(bug));
+            eprintln!("hoplock: planted bug {bug} is active (HOPLOCK_PLANTED)");
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// the record does not say how often its holder renews. Default TTL/15.
     #[arg(long, value_parser = parse_duration)]
     pub poll: Option<Duration>,
+    /// How long a new leader waits after taking the lease from a holder that
+    /// did not release it, before it starts the command: time for the old
+    /// holder's last writes, already in flight, to land first.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub lock_delay: Duration,
     /// How long the command gets between SIGTERM and SIGKILL. Default TTL/15.
     #[arg(long, value_parser = parse_duration)]
     pub grace: Option<Duration>,
@@ -145,6 +150,7 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
         .owner(owner)
         .ttl(args.ttl)
         .stop_margin(grace + Duration::from_millis(500))
+        .lock_delay(args.lock_delay)
         .reads(match args.reads {
             ReadsArg::FollowRenewals => Reads::FollowRenewals,
             ReadsArg::Poll => Reads::Poll,
@@ -299,13 +305,21 @@ async fn supervise(
 ) -> Result<Option<ExitStatus>, RunError> {
     let mut child = spawn(&command, &lease)?;
     info!(generation = %lease.generation, pid = child.id(), "started the command");
+    let generation = lease.generation;
     tokio::select! {
         biased;
         () = ctx.cancelled() => {
             stop_group(&mut child, grace).await;
+            // Said before the release that follows: from here the command
+            // writes nothing more.
+            info!(%generation, "the command stopped");
             Ok(None)
         }
-        status = child.wait() => Ok(status.ok()),
+        status = child.wait() => {
+            let status = status.ok();
+            info!(%generation, code = status.map(exit_code), "the command exited by itself");
+            Ok(status)
+        }
     }
 }
 

@@ -279,6 +279,45 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
 }
 
+/// What a run recorded outside the simulator gives the checkers besides its
+/// history: who could contend when, the faults applied, and the slack the
+/// real recording needs.
+#[derive(Clone, Debug, Default)]
+pub struct Recorded {
+    /// The run's seed (of its fault draws).
+    pub seed: u64,
+    /// Who could contend from when, as [`Reach`] kept it while the schedule
+    /// was applied.
+    pub contention: Vec<(u64, Vec<String>)>,
+    /// How often each kind of fault fired.
+    pub faults: BTreeMap<String, usize>,
+    /// How long the run took.
+    pub wall: Duration,
+    /// The longest a request may still commit after its sender stopped, in
+    /// µs, when that is more than the world's own latencies imply.
+    pub in_flight_us: u64,
+    /// How late the recording may place an event, in µs (the world's tick
+    /// when that is more).
+    pub tick_us: u64,
+}
+
+/// Judges a history recorded outside the simulator, by real processes on
+/// real sockets (the chaos harness), with the checkers and figures of a
+/// simulated run of `world`.
+pub fn judge(world: &World, mut entries: Vec<Entry>, recorded: Recorded) -> Report {
+    entries.sort_by_key(|entry| entry.at_us);
+    let base = checker_context(world);
+    let context = Context {
+        contention: recorded.contention,
+        in_flight_us: base.in_flight_us.max(recorded.in_flight_us),
+        tick_us: base.tick_us.max(recorded.tick_us),
+        ..base
+    };
+    let violations = invariants::check_all(&entries, &context);
+    let stats = stats(world, &entries, &context, recorded.faults, recorded.wall);
+    Report { seed: recorded.seed, trace_hash: trace_hash(&entries), entries, violations, stats }
+}
+
 /// Steps the simulation: by one tick, or by every tick before `look_at` (when
 /// the runner must next look at the world) in one go if nothing can happen
 /// in them.
@@ -342,6 +381,7 @@ fn advance(
 
 mod faults;
 pub use crate::history::OPERATOR;
+pub use faults::Reach;
 use faults::*;
 mod validate;
 pub use validate::validate;

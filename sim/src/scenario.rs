@@ -176,12 +176,17 @@ pub struct Scenario {
     /// Faults at set times.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedule: Vec<Scheduled>,
+    /// What only the chaos harness reads; the simulator ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chaos: Option<ChaosSpec>,
 }
 
 fn default_seeds() -> u64 {
     DEFAULT_SEEDS
 }
 
+mod chaos;
+pub use chaos::{ChaosAction, ChaosScheduled, ChaosSpec};
 mod expect;
 pub use expect::{Expect, Finding};
 mod verdict;
@@ -288,6 +293,7 @@ impl Scenario {
             keyed: world.keyed,
             nodes: world.nodes,
             schedule: world.schedule,
+            chaos: None,
         }
     }
 

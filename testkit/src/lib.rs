@@ -7,6 +7,13 @@
 //! - [`linearizability`]: a checker that decides whether a recorded history
 //!   of operations on one key could have come from an atomic
 //!   compare-and-swap register;
+//! - [`fenced_downstream`]: a fenced resource on a loopback port that
+//!   leader-only jobs write to with their fencing token, recording what it
+//!   accepted and refused;
+//! - [`fault_proxy`]: a TCP proxy for HTTP/1.1 that sits between a real
+//!   S3 client and a real S3 server, adds latency, stalls, dropped replies,
+//!   partitions, hang-ups and resets, and records every exchange it
+//!   forwarded, for chaos tests of the real binary;
 //! - [`acting`]: a log that keyed writers' work keeps of when it acted for
 //!   which key, and the single-writer check over it.
 //!
@@ -16,4 +23,6 @@
 
 pub mod acting;
 pub mod fake_s3;
+pub mod fault_proxy;
+pub mod fenced_downstream;
 pub mod linearizability;

@@ -59,8 +59,17 @@ const MUTANTS: Source = Source {
     command: "cargo xtask mutants --part PART, then the caught and judged counts of its outcomes.json",
 };
 
+/// The chaos worlds on real processes, beside the simulator's figures.
+const CHAOS: Source = Source { file: "docs/results/chaos.txt", command: "cargo xtask chaos > docs/results/chaos.txt" };
+/// The planted bugs the chaos worlds catch.
+const CHAOS_PLANTED: Source = Source {
+    file: "docs/results/chaos-planted.txt",
+    command: "cargo xtask chaos --planted all > docs/results/chaos-planted.txt",
+};
+
 /// Every stored result, for `--help` and the error messages.
-pub const SOURCES: [&Source; 6] = [&SIM, &PLANTED, &COMPARE_POLL, &HRW_BENCH, &CHECK_S3, &MUTANTS];
+pub const SOURCES: [&Source; 8] =
+    [&SIM, &PLANTED, &COMPARE_POLL, &HRW_BENCH, &CHECK_S3, &MUTANTS, &CHAOS, &CHAOS_PLANTED];
 
 /// One kind of generated block: its name in the markers and how it is
 /// written from the stored results.
@@ -80,6 +89,8 @@ const BLOCKS: &[Block] = &[
     Block { name: "hrw-summary", render: |root| crate::bench_hrw::summary_stored(&json(root, &HRW_BENCH)?) },
     Block { name: "check-s3-seaweedfs", render: |root| Ok(fenced(&normalise_ports(&read(root, &CHECK_S3)?))) },
     Block { name: "mutants", render: |root| mutants(&json(root, &MUTANTS)?) },
+    Block { name: "chaos", render: |root| Ok(fenced(&read(root, &CHAOS)?)) },
+    Block { name: "chaos-planted", render: |root| Ok(fenced(&read(root, &CHAOS_PLANTED)?)) },
 ];
 
 const USAGE: &str = "usage: cargo xtask docs [--check]

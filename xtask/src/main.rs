@@ -5,8 +5,10 @@
 use std::process::ExitCode;
 
 mod bench_hrw;
+mod chaos;
 mod docs;
 mod fake_s3;
+mod flags;
 mod moto_server;
 mod mutants;
 mod s3_server;
@@ -27,6 +29,9 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "test" => test::run(&rest),
         "sim" => sim::run(&rest),
+        "chaos" => chaos::run(&rest),
+        // Hidden: the command each chaos world's `hoplock run` starts.
+        "chaos-child" => chaos::child(&rest),
         "bench-hrw" => bench_hrw::run(&rest),
         "docs" => docs::run(&rest),
         "mutants" => mutants::run(&rest),
@@ -35,7 +40,7 @@ fn main() -> ExitCode {
         "fake-s3" => fake_s3::run(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <task> [options]\n\ntasks:\n  sim         run the scenario files in the simulator (--help for options)\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  docs        write the docs' generated blocks from docs/results/ (--check: fail if stale)\n  mutants     the scenarios' mutation score against the elector (--help)\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
+                "usage: cargo xtask <task> [options]\n\ntasks:\n  sim         run the scenario files in the simulator (--help for options)\n  chaos       run the chaos worlds on real processes and a real S3 server (--help)\n  test        run every check CI runs\n  bench-hrw   run the HRW ownership benchmark and print the table\n  docs        write the docs' generated blocks from docs/results/ (--check: fail if stale)\n  mutants     the scenarios' mutation score against the elector (--help)\n  fake-s3     serve the simulator's fake S3 on 127.0.0.1 (--port N --mode M)\n  s3-server   install and start a real SeaweedFS server on 127.0.0.1"
             );
             return ExitCode::from(2);
         }

@@ -25,8 +25,8 @@ use serde::Serialize;
 
 mod compare;
 mod swarm;
-mod table;
-mod timeline;
+pub(crate) mod table;
+pub(crate) mod timeline;
 
 const USAGE: &str = "usage: cargo xtask sim [options]
 
@@ -72,38 +72,34 @@ struct Options {
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options::default();
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().cloned().ok_or_else(|| format!("{name} needs a value\n\n{USAGE}"));
-        let number = |name: &str, text: String| {
-            text.parse::<u64>().map_err(|_| format!("{name} takes a whole number, not {text:?}"))
-        };
+    let mut flags = crate::flags::Flags::new(args, USAGE);
+    while let Some(arg) = flags.next_flag() {
         match arg.as_str() {
-            "--scenario" => options.scenarios.push(value("--scenario")?),
+            "--scenario" => options.scenarios.push(flags.value("--scenario")?),
             "--seeds" => {
-                let seeds = number("--seeds", value("--seeds")?)?;
+                let seeds = flags.number("--seeds")?;
                 if seeds == 0 {
                     return Err("--seeds must be at least 1".into());
                 }
                 options.seeds = Some(seeds);
             }
-            "--seed" => options.seed = Some(number("--seed", value("--seed")?)?),
+            "--seed" => options.seed = Some(flags.number("--seed")?),
             "--json" => options.json = true,
-            "--trace" => options.trace = Some(value("--trace")?.into()),
-            "--timeline" => options.timeline = Some(value("--timeline")?.into()),
-            "--jobs" => options.jobs = Some(number("--jobs", value("--jobs")?)?.max(1) as usize),
+            "--trace" => options.trace = Some(flags.value("--trace")?.into()),
+            "--timeline" => options.timeline = Some(flags.value("--timeline")?.into()),
+            "--jobs" => options.jobs = Some(flags.number("--jobs")?.max(1) as usize),
             "--reads" => {
-                options.reads = Some(match value("--reads")?.as_str() {
+                options.reads = Some(match flags.value("--reads")?.as_str() {
                     "poll" => ReadsSpec::Poll,
                     "follow-renewals" => ReadsSpec::FollowRenewals,
                     other => return Err(format!("--reads takes `poll` or `follow-renewals`, not {other:?}")),
                 })
             }
-            "--compare" => options.compare = Some(compare::Against::parse(&value("--compare")?)?),
-            "--planted" => options.planted = Some(value("--planted")?),
-            "--swarm" => options.swarm = Some(number("--swarm", value("--swarm")?)?),
-            "--mode" => options.mode = Some(value("--mode")?),
-            "--out" => options.out = Some(value("--out")?.into()),
+            "--compare" => options.compare = Some(compare::Against::parse(&flags.value("--compare")?)?),
+            "--planted" => options.planted = Some(flags.value("--planted")?),
+            "--swarm" => options.swarm = Some(flags.number("--swarm")?),
+            "--mode" => options.mode = Some(flags.value("--mode")?),
+            "--out" => options.out = Some(flags.value("--out")?.into()),
             other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
         }
     }
@@ -129,8 +125,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 
 /// Runs the task. `Ok` means every outcome was as expected.
 pub fn run(args: &[String]) -> Result<(), String> {
-    if args.iter().any(|arg| arg == "-h" || arg == "--help") {
-        println!("{USAGE}");
+    if crate::flags::Flags::help(args, USAGE) {
         return Ok(());
     }
     let options = parse(args)?;

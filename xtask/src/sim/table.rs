@@ -164,7 +164,7 @@ fn keyed_handoffs(reports: &[hoplock_sim::runner::Report]) -> String {
 }
 
 /// The `p`th percentile of sorted values (nearest rank).
-fn percentile(sorted: &[u64], p: usize) -> u64 {
+pub fn percentile(sorted: &[u64], p: usize) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
