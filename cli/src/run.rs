@@ -336,17 +336,26 @@ fn spawn(command: &[String], lease: &Lease) -> Result<Child, RunError> {
         .kill_on_drop(true)
         .process_group(0);
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl is async-signal-safe and touches only the new process.
-    unsafe {
-        process.pre_exec(|| {
-            // If the runner dies without stopping the command (SIGKILL, a
-            // crash), the kernel kills the command too: it must not go on
-            // writing as a leader nobody renews.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    {
+        let runner = std::process::id() as libc::pid_t;
+        // SAFETY: prctl and getppid are async-signal-safe and touch only the
+        // new process.
+        unsafe {
+            process.pre_exec(move || {
+                // If the runner dies without stopping the command (SIGKILL, a
+                // crash), the kernel kills the command too: it must not go on
+                // writing as a leader nobody renews.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // A runner that died between the fork and the prctl sent no
+                // signal: the command must not start as an orphan.
+                if libc::getppid() != runner {
+                    return Err(std::io::Error::other("the runner died before its command started"));
+                }
+                Ok(())
+            });
+        }
     }
     process.spawn().map_err(|source| RunError::Spawn { command: command.join(" "), source })
 }

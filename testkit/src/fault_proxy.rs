@@ -113,6 +113,11 @@ pub struct LinkFaults {
 pub struct Exchange {
     /// The proxy's number for the client connection, from 1 in accept order.
     pub connection: u64,
+    /// When the client connection was accepted, in microseconds since the
+    /// proxy's origin: a process's requests come on connections it opened,
+    /// so this says which process sent them, even when the record is made
+    /// after another has taken its place.
+    pub accepted_us: u64,
     /// The request method, e.g. `PUT`.
     pub method: String,
     /// The request target as sent, e.g. `/bucket/key?x=y`.
@@ -361,6 +366,7 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
         let control = shared.control.subscribe();
         let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
         AtomicCounters::bump(&shared.counters.connections);
-        tokio::spawn(connection::serve(shared.clone(), id, client, control));
+        let accepted_us = shared.micros(connection::now());
+        tokio::spawn(connection::serve(shared.clone(), id, accepted_us, client, control));
     }
 }

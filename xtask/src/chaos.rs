@@ -47,7 +47,7 @@ const USAGE: &str = "usage: cargo xtask chaos [options]
   --seed S          the first run's seed (default 1); run k has seed S+k
   --duration D      run the worlds again and again, with fresh seeds, for D
                     (such as 30m or 2h), with a progress line: a nightly job
-  --jobs N          worlds run at once (default 2)
+  --jobs N          runs at once (default 2)
   --sim-seeds N     seeds of the simulator's side of the table (default 8;
                     0 leaves it out)
   --planted NAME    run the worlds that show this planted bug with a binary
@@ -121,8 +121,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let number: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30m"))?;
     let seconds = match unit {
         "s" => number,
-        "m" | "" => number * 60,
-        "h" => number * 3600,
+        "m" | "" => number.saturating_mul(60),
+        "h" => number.saturating_mul(3600),
         _ => return Err(format!("{text:?} has an unknown unit; use s, m or h")),
     };
     Ok(Duration::from_secs(seconds))
@@ -345,7 +345,7 @@ async fn run_worlds(
         for (index, plan) in plans.iter().enumerate() {
             let runs = options.runs.unwrap_or_else(|| plan.scenario.chaos.as_ref().map_or(1, |chaos| chaos.runs));
             for k in 0..runs {
-                work.push((index, options.seed + round * runs + k));
+                work.push((index, options.seed.saturating_add(round.saturating_mul(runs)).saturating_add(k)));
             }
         }
         let semaphore = Arc::new(tokio::sync::Semaphore::new(options.jobs));

@@ -38,7 +38,13 @@ enum Ended {
 }
 
 /// Runs one client connection to its end and closes it as its end demands.
-pub(super) async fn serve(shared: Arc<Shared>, id: u64, client: TcpStream, mut control: watch::Receiver<Control>) {
+pub(super) async fn serve(
+    shared: Arc<Shared>,
+    id: u64,
+    accepted_us: u64,
+    client: TcpStream,
+    mut control: watch::Receiver<Control>,
+) {
     let resets_seen = control.borrow_and_update().resets;
     // Nagle would add its own delay to the latency the harness asked for.
     let _ = client.set_nodelay(true);
@@ -46,6 +52,7 @@ pub(super) async fn serve(shared: Arc<Shared>, id: u64, client: TcpStream, mut c
         faults: shared.faults.subscribe(),
         shared: shared.clone(),
         id,
+        accepted_us,
         client,
         client_buf: BytesMut::new(),
         upstream: None,
@@ -83,6 +90,7 @@ struct Connection {
     shared: Arc<Shared>,
     faults: watch::Receiver<LinkFaults>,
     id: u64,
+    accepted_us: u64,
     client: TcpStream,
     client_buf: BytesMut,
     upstream: Option<Upstream>,
@@ -160,6 +168,7 @@ impl Connection {
             AtomicCounters::bump(&self.shared.counters.forwarded);
             self.pending = Some(Exchange {
                 connection: self.id,
+                accepted_us: self.accepted_us,
                 method: request.method.clone(),
                 target: request.target.clone(),
                 request_headers: request.headers.clone(),

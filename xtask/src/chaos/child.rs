@@ -49,10 +49,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let started = Instant::now();
+    // SAFETY: getppid has no preconditions.
+    let runner = unsafe { libc::getppid() };
     let target = format!("/write?key={key}&token={token}&node={node}");
     loop {
         if exit_after_ms.is_some_and(|after| started.elapsed() >= Duration::from_millis(after)) {
             return Ok(());
+        }
+        // An orphan (its runner gone without the kernel's signal reaching
+        // it) must not go on writing as a leader.
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != runner {
+            return Err("the runner that started this command is gone".into());
         }
         // A write that fails (the downstream gone at the end of a run) is
         // not the command's business: it writes again next time.

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use hoplock_sim::history::{Event, STOPPED};
 use hoplock_testkit::fault_proxy::FaultProxy;
@@ -59,11 +59,16 @@ pub struct Node {
 /// a killed process may see it exit after its successor has started.
 struct Process {
     pid: Option<i32>,
-    /// The pid of the command it started last (0: none yet).
+    /// The pid of the command it started last (0: none yet), as its log
+    /// said.
     command_pid: Arc<AtomicI32>,
     /// How the harness expects it to exit.
     exit: Arc<AtomicU8>,
     alive: Arc<std::sync::atomic::AtomicBool>,
+    /// When the harness killed it (`u64::MAX`: it has not). A line it wrote
+    /// before it died may be read after: it is stamped no later than this,
+    /// so it never lands after the crash (or the successor's start).
+    killed_at_us: Arc<AtomicU64>,
 }
 
 impl Node {
@@ -124,12 +129,18 @@ impl Node {
             command_pid: Arc::new(AtomicI32::new(0)),
             exit: Arc::new(AtomicU8::new(RUNNING)),
             alive: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            killed_at_us: Arc::new(AtomicU64::new(u64::MAX)),
         };
         recorder.record(&name, Event::Started { incarnation });
         let process = format!("{name}#{incarnation}");
         let stderr = child.stderr.take();
-        let (recorder, command_pid, exit, alive) =
-            (recorder.clone(), current.command_pid.clone(), current.exit.clone(), current.alive.clone());
+        let (recorder, command_pid, exit, alive, killed_at_us) = (
+            recorder.clone(),
+            current.command_pid.clone(),
+            current.exit.clone(),
+            current.alive.clone(),
+            current.killed_at_us.clone(),
+        );
         self.process = Some(current);
         tokio::spawn(async move {
             if let Some(stderr) = stderr {
@@ -137,8 +148,9 @@ impl Node {
                 while let Ok(Some(line)) = lines.next_line().await {
                     recorder.log(&process, &line);
                     let said = log_events(&line);
+                    let at_us = recorder.now_us().min(killed_at_us.load(Ordering::SeqCst));
                     for event in said.events {
-                        recorder.record(&name, event);
+                        recorder.record_at(at_us, &name, event);
                     }
                     if let Some(pid) = said.command_pid {
                         command_pid.store(pid, Ordering::SeqCst);
@@ -154,6 +166,8 @@ impl Node {
                     let status = status.map_or_else(|err| err.to_string(), |status| status.to_string());
                     recorder.log(&process, &format!("chaos: the process exited by itself ({status})"));
                     recorder.record(&name, Event::CampaignEnded { message: format!("the process exited ({status})") });
+                    // Whatever term it held ended with it.
+                    recorder.record(&name, Event::Crashed);
                 }
             }
         });
@@ -166,8 +180,12 @@ impl Node {
             return;
         }
         self.expect_exit(KILLED);
+        let at_us = recorder.now_us();
+        if let Some(process) = &self.process {
+            process.killed_at_us.store(at_us, Ordering::SeqCst);
+        }
         self.signal(libc::SIGKILL);
-        recorder.record(&self.plan.name, Event::Crashed);
+        recorder.record_at(at_us, &self.plan.name, Event::Crashed);
     }
 
     fn expect_exit(&self, how: u8) {
@@ -178,9 +196,12 @@ impl Node {
 
     /// SIGKILL at the end of a run: nothing is recorded, as the simulator
     /// records nothing of the nodes it stops when a run ends.
-    pub fn end(&mut self) {
+    pub fn end(&mut self, recorder: &Recorder) {
         if self.alive() {
             self.expect_exit(KILLED);
+            if let Some(process) = &self.process {
+                process.killed_at_us.store(recorder.now_us(), Ordering::SeqCst);
+            }
             self.signal(libc::SIGKILL);
         }
     }
@@ -206,15 +227,36 @@ impl Node {
 
     fn signal(&self, signal_number: i32) {
         let Some(process) = &self.process else { return };
+        // The commands first, read from the kernel at this instant (a
+        // command started a moment ago has not been logged yet), and the
+        // one the log named; each leads a process group of its own.
+        let mut groups = process.pid.map(children).unwrap_or_default();
+        let logged = process.command_pid.load(Ordering::SeqCst);
+        if logged > 0 && !groups.contains(&logged) {
+            groups.push(logged);
+        }
         if let Some(pid) = process.pid {
             signal(pid, signal_number);
         }
-        let command = process.command_pid.load(Ordering::SeqCst);
-        if command > 0 {
-            // The command leads a process group of its own.
-            signal(-command, signal_number);
+        for group in groups {
+            signal(-group, signal_number);
         }
     }
+}
+
+impl Drop for Node {
+    /// A run that ends early (an error, a panic) leaves no process behind.
+    fn drop(&mut self) {
+        if self.alive() {
+            self.signal(libc::SIGKILL);
+        }
+    }
+}
+
+/// The children of process `pid`, as Linux lists them.
+fn children(pid: i32) -> Vec<i32> {
+    let listed = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    listed.split_whitespace().filter_map(|child| child.parse().ok()).collect()
 }
 
 fn signal(pid: i32, signal_number: i32) {

@@ -161,6 +161,9 @@ pub fn map(name: String, file: String, scenario: Scenario, clocks: bool) -> Resu
         if !clock.steps.is_empty() {
             return Err(refuse(&field("clock.steps"), "a running process's wall clock cannot be stepped"));
         }
+        if clock.drift_ppb <= -1_000_000_000 {
+            return Err(refuse(&field("clock.drift_ppb"), "a clock must run forward"));
+        }
         let faked = clock.offset_ms != 0 || clock.drift_ppb != 0;
         if faked && !clocks {
             return Err(refuse(&field("clock"), "an offset or drifting clock needs libfaketime, which is not at hand"));
@@ -201,14 +204,21 @@ pub fn map(name: String, file: String, scenario: Scenario, clocks: bool) -> Resu
         });
     }
     let mut steps = Vec::new();
+    let late = |at_ms: u64| at_ms >= world.duration_ms;
     for (index, scheduled) in world.schedule.iter().enumerate() {
         let field = format!("schedule[{index}]");
+        if late(scheduled.at_ms) {
+            return Err(refuse(&format!("{field}.at_ms"), "comes at or after the end of the run"));
+        }
         if let Some(reason) = unmapped(&scheduled.action) {
             return Err(refuse(&field, &format!("`{}` {reason}", scheduled.action.verb())));
         }
         steps.push(Step { at_ms: scheduled.at_ms, fault: StepFault::World(scheduled.action.clone()) });
     }
     for (index, scheduled) in scenario.chaos.iter().flat_map(|chaos| chaos.schedule.iter()).enumerate() {
+        if late(scheduled.at_ms) {
+            return Err(refuse(&format!("chaos.schedule[{index}].at_ms"), "comes at or after the end of the run"));
+        }
         let node = scheduled.action.node();
         if node != hoplock_sim::world::LEADER && !world.nodes.iter().any(|n| n.name == node) {
             return Err(refuse(&format!("chaos.schedule[{index}].node"), &format!("no node is named {node:?}")));

@@ -119,7 +119,9 @@ pub fn store_op(exchange: &Exchange, path: &str, client: &str) -> Option<StoredO
     };
     let answered_us = exchange.answered_us.unwrap_or(exchange.forwarded_us);
     let ok = (200..300).contains(&status);
-    let applied = is_write && ok;
+    // A read took effect when it returned a version, as the simulator's
+    // store records it; a 404 is a read of nothing, told by its status.
+    let applied = if is_write { ok } else { status == 200 };
     let etag = header(&exchange.response_headers, "etag");
     let record = if applied && puts { LeaseRecord::decode(&exchange.request_body).ok() } else { None };
     let op = StoreOp {
@@ -161,16 +163,17 @@ fn content_etag(body: &[u8]) -> String {
 }
 
 /// Decides every write the store never answered: it was applied if any
-/// other request later read its ETag or was conditional on it (the record
-/// carries a nonce, so no two writes have one body), and then it ended
-/// when the first of those began; otherwise nothing shows it landed and it
-/// is left out, as a write that did not.
+/// other request read its ETag or was conditional on it (the record
+/// carries a nonce, so no two writes have one body), and then it landed
+/// before the first of those ended (it may have landed while that request
+/// was in flight, so no earlier end is known); otherwise nothing shows it
+/// landed and it is left out, as a write that did not.
 pub fn settle_unknown(mut ops: Vec<StoredOp>) -> Vec<(u64, StoreOp)> {
     let seen: Vec<(u64, String)> = ops
         .iter()
         .flat_map(|op| {
             let tags = [op.op.read.clone(), op.op.expected.clone()];
-            tags.into_iter().flatten().map(move |tag| (op.op.invoked_us, tag))
+            tags.into_iter().flatten().map(move |tag| (op.op.ended_us, tag))
         })
         .collect();
     let mut settled = Vec::new();
@@ -256,6 +259,14 @@ fn loss_kind(reason: &str) -> LossKind {
     KINDS.iter().find(|(prefix, _)| reason.starts_with(prefix)).map_or(LossKind::Other, |(_, kind)| *kind)
 }
 
+/// The process that sent a request: `node#incarnation`, the incarnation
+/// being the node's last process started before the connection it came on
+/// was accepted. `started` is every `(µs, incarnation)` the node started.
+pub fn client_of(node: &str, started: &[(u64, u32)], accepted_us: u64) -> String {
+    let incarnation = started.iter().filter(|(at, _)| *at <= accepted_us).map(|(_, k)| *k).max().unwrap_or(0);
+    format!("{node}#{incarnation}")
+}
+
 /// The node a store entry is recorded under.
 pub const STORE: &str = S3_HOST;
 
@@ -294,6 +305,7 @@ mod tests {
     fn exchange(method: &str, headers: &[(&str, &str)], status: Option<u16>, body: &str) -> Exchange {
         Exchange {
             connection: 1,
+            accepted_us: 1,
             method: method.into(),
             target: "/bucket/lease".into(),
             request_headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -322,12 +334,24 @@ mod tests {
         assert_eq!((refused.op, refused.applied, refused.written), (StoreOpKind::Create, false, None));
         let read = store_op(&exchange("GET", &[], Some(200), ""), "/bucket/lease", "a#0").unwrap().op;
         assert_eq!(read.read.as_deref(), Some("\"e1\""));
+        // A read that returned a version took effect; a 404 did not.
+        assert!(read.applied);
+        let missing = store_op(&exchange("GET", &[], Some(404), ""), "/bucket/lease", "a#0").unwrap().op;
+        assert!(!missing.applied && missing.status == Some(404) && missing.read.is_none());
         assert!(store_op(&exchange("GET", &[], Some(200), ""), "/bucket/other", "a#0").is_none());
         assert!(store_op(&exchange("GET", &[], None, ""), "/bucket/lease", "a#0").is_none());
         let mut dropped = exchange("PUT", &[("if-none-match", "*")], Some(200), &body);
         dropped.delivered = false;
         let dropped = store_op(&dropped, "/bucket/lease", "a#0").unwrap().op;
         assert!(dropped.applied && dropped.reply_dropped && dropped.status.is_none());
+    }
+
+    #[test]
+    fn a_request_belongs_to_the_process_that_opened_its_connection() {
+        let started = [(0, 0), (5_000, 1), (9_000, 2)];
+        assert_eq!(client_of("a", &started, 4_999), "a#0");
+        assert_eq!(client_of("a", &started, 5_000), "a#1");
+        assert_eq!(client_of("a", &started, 12_000), "a#2");
     }
 
     #[test]
@@ -340,13 +364,13 @@ mod tests {
         assert_eq!(etag, content_etag(body.as_bytes()));
         // Nobody saw it: left out.
         assert!(settle_unknown(vec![unanswered.clone()]).is_empty());
-        // A later read saw it: applied, ending when that read began.
+        // A later read saw it: applied, ending by the time that read ended.
         let mut read = store_op(&exchange("GET", &[], Some(200), ""), "/bucket/lease", "b#0").unwrap();
         read.op.read = Some(etag.clone());
-        read.op.invoked_us = 40;
+        (read.op.invoked_us, read.op.ended_us) = (40, 55);
         let settled = settle_unknown(vec![unanswered, read]);
         let (at, op) = &settled[0];
         assert!(op.applied && op.written.as_deref() == Some(etag.as_str()));
-        assert_eq!((*at, op.ended_us), (40, 40));
+        assert_eq!((*at, op.ended_us), (55, 55));
     }
 }

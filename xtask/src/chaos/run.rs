@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 use hoplock_sim::history::{Event, Fault};
@@ -17,7 +17,7 @@ use hoplock_sim::invariants;
 use hoplock_sim::runner::{self, Reach, Recorded, Report};
 use hoplock_sim::scenario::ChaosAction;
 use hoplock_sim::world::{Action, LEADER};
-use hoplock_testkit::fault_proxy::{FaultProxy, LinkFaults};
+use hoplock_testkit::fault_proxy::{Exchange, FaultProxy, LinkFaults};
 use hoplock_testkit::fenced_downstream::FencedDownstream;
 
 use super::cluster::{Launch, Node};
@@ -27,6 +27,10 @@ use super::record::{self, Recorder};
 /// How late the harness may stamp an event it learns of from a pipe or a
 /// socket: generous, for a loaded two-core machine.
 pub const STAMP_SLACK: Duration = Duration::from_millis(20);
+
+/// How long a proxy's connections get to record what was pending when it
+/// shut down.
+const SHUTDOWN_RECORDS: Duration = Duration::from_millis(200);
 
 /// How soon a process thawed after a pause must have stopped a term that
 /// ended while it was frozen: its overdue timer runs, it signals its
@@ -77,16 +81,19 @@ pub async fn run_once(plan: &Plan, seed: u64, store: &StoreAt, launch: &Launch) 
         latency_max: Duration::from_millis(plan.world.network.latency_max_ms.max(plan.world.network.latency_min_ms)),
         ..LinkFaults::default()
     };
-    let ops: Arc<std::sync::Mutex<Vec<record::StoredOp>>> = Arc::default();
+    // Every exchange on the lease key, by node: which process sent it is
+    // decided after the run, from when its connection was accepted.
+    let exchanges: Arc<std::sync::Mutex<Vec<(String, Exchange)>>> = Arc::default();
     let mut nodes: Vec<Node> = Vec::new();
     for (index, node_plan) in plan.nodes.iter().enumerate() {
         let incarnation = Arc::new(AtomicU32::new(0));
-        let (ops, path, name, counter) = (ops.clone(), path.clone(), node_plan.name.clone(), incarnation.clone());
+        let (exchanges, name, lease_path) = (exchanges.clone(), node_plan.name.clone(), path.clone());
         let proxy =
             FaultProxy::start(store.addr, origin, seed.wrapping_mul(31).wrapping_add(index as u64), move |exchange| {
-                let client = format!("{name}#{}", counter.load(Ordering::SeqCst));
-                if let Some(op) = record::store_op(&exchange, &path, &client) {
-                    ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(op);
+                // Only the lease key's requests matter; the start-up checks
+                // write probe keys of their own.
+                if exchange.target.split('?').next() == Some(lease_path.as_str()) {
+                    exchanges.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name.clone(), exchange));
                 }
             })
             .await
@@ -96,7 +103,7 @@ pub async fn run_once(plan: &Plan, seed: u64, store: &StoreAt, launch: &Launch) 
     }
     let result = drive(plan, &mut nodes, &launch, &recorder, &standing).await;
     for node in &mut nodes {
-        node.end();
+        node.end(&recorder);
     }
     // Requests sent before the end still reach the store and are recorded;
     // the proxies stay up meanwhile.
@@ -105,8 +112,25 @@ pub async fn run_once(plan: &Plan, seed: u64, store: &StoreAt, launch: &Launch) 
         node.proxy.shutdown();
     }
     downstream.shutdown();
+    // A proxy records the requests still pending at its shutdown from its
+    // connections' tasks, just after.
+    tokio::time::sleep(SHUTDOWN_RECORDS).await;
     let Driven { contention, counts: faults, skipped } = result?;
-    let ops = std::mem::take(&mut *ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let started = starts(&recorder.entries());
+    let exchanges = std::mem::take(&mut *exchanges.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let ops: Vec<record::StoredOp> = exchanges
+        .iter()
+        .filter_map(|(node, exchange)| {
+            let client = record::client_of(node, started.get(node).map_or(&[], Vec::as_slice), exchange.accepted_us);
+            record::store_op(exchange, &path, &client)
+        })
+        .collect();
+    if ops.is_empty() {
+        return Err(format!(
+            "{}: the proxies recorded no request on the lease key {path}: nothing for the store's checkers to judge",
+            plan.name
+        ));
+    }
     for (at_us, op) in record::settle_unknown(ops) {
         recorder.record_at(at_us, record::STORE, Event::Store(op));
     }
@@ -131,7 +155,12 @@ pub async fn run_once(plan: &Plan, seed: u64, store: &StoreAt, launch: &Launch) 
         in_flight_us: (latency * 2 + STAMP_SLACK).as_micros() as u64,
         tick_us: STAMP_SLACK.as_micros() as u64,
     };
-    let mut report = runner::judge(&plan.world, recorder.entries(), recorded);
+    // The checkers' search can take a while: off the runtime's workers,
+    // which carry the other runs' proxies and log readers.
+    let (world, entries) = (plan.world.clone(), recorder.entries());
+    let mut report = tokio::task::spawn_blocking(move || runner::judge(&world, entries, recorded))
+        .await
+        .map_err(|err| format!("judging a run failed: {err}"))?;
     // A chaos fault skipped is a run that tested less than its file says,
     // as a skipped scheduled action is.
     for (at_us, label) in skipped {
@@ -260,6 +289,17 @@ struct Driven {
     counts: BTreeMap<String, usize>,
     /// Chaos faults aimed at `@leader` while nobody led: (µs, label).
     skipped: Vec<(u64, String)>,
+}
+
+/// When each node's processes started: node → (µs, incarnation).
+fn starts(entries: &[hoplock_sim::history::Entry]) -> BTreeMap<String, Vec<(u64, u32)>> {
+    let mut starts: BTreeMap<String, Vec<(u64, u32)>> = BTreeMap::new();
+    for entry in entries {
+        if let Event::Started { incarnation } = entry.event {
+            starts.entry(entry.node.clone()).or_default().push((entry.at_us, incarnation));
+        }
+    }
+    starts
 }
 
 /// A fault's end, due at a time.
