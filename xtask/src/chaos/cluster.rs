@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, AtomicU64, Ordering};
 
 use hoplock_sim::history::{Event, STOPPED};
 use hoplock_testkit::fault_proxy::FaultProxy;
@@ -50,8 +50,8 @@ pub struct Launch {
 pub struct Node {
     pub plan: NodePlan,
     pub proxy: FaultProxy,
-    /// Restarts so far: the current process is `name#incarnation`.
-    pub incarnation: Arc<AtomicU32>,
+    /// Processes started so far; the current one is `name#(started - 1)`.
+    started: u32,
     process: Option<Process>,
 }
 
@@ -73,8 +73,8 @@ struct Process {
 
 impl Node {
     /// A node whose process has not started yet.
-    pub fn new(plan: NodePlan, proxy: FaultProxy, incarnation: Arc<AtomicU32>) -> Node {
-        Node { plan, proxy, incarnation, process: None }
+    pub fn new(plan: NodePlan, proxy: FaultProxy) -> Node {
+        Node { plan, proxy, started: 0, process: None }
     }
 
     /// Whether its process is running.
@@ -82,13 +82,10 @@ impl Node {
         self.process.as_ref().is_some_and(|process| process.alive.load(Ordering::SeqCst))
     }
 
-    /// Starts a new process (a new incarnation after the first).
-    pub fn start(&mut self, launch: &Launch, recorder: &Recorder, first: bool) -> Result<(), String> {
-        let incarnation = if first {
-            self.incarnation.load(Ordering::SeqCst)
-        } else {
-            self.incarnation.fetch_add(1, Ordering::SeqCst) + 1
-        };
+    /// Starts a new process: incarnation 0, then one more each time.
+    pub fn start(&mut self, launch: &Launch, recorder: &Recorder) -> Result<(), String> {
+        let incarnation = self.started;
+        self.started += 1;
         let name = self.plan.name.clone();
         let mut command = tokio::process::Command::new(&launch.hoplock);
         command
@@ -176,34 +173,26 @@ impl Node {
 
     /// SIGKILL to the process and its command's group: a crash.
     pub fn kill(&mut self, recorder: &Recorder) {
-        if !self.alive() {
-            return;
-        }
-        self.expect_exit(KILLED);
-        let at_us = recorder.now_us();
-        if let Some(process) = &self.process {
-            process.killed_at_us.store(at_us, Ordering::SeqCst);
-        }
-        self.signal(libc::SIGKILL);
-        recorder.record_at(at_us, &self.plan.name, Event::Crashed);
-    }
-
-    fn expect_exit(&self, how: u8) {
-        if let Some(process) = &self.process {
-            process.exit.store(how, Ordering::SeqCst);
+        if let Some(at_us) = self.sigkill(recorder) {
+            recorder.record_at(at_us, &self.plan.name, Event::Crashed);
         }
     }
 
     /// SIGKILL at the end of a run: nothing is recorded, as the simulator
     /// records nothing of the nodes it stops when a run ends.
     pub fn end(&mut self, recorder: &Recorder) {
-        if self.alive() {
-            self.expect_exit(KILLED);
-            if let Some(process) = &self.process {
-                process.killed_at_us.store(recorder.now_us(), Ordering::SeqCst);
-            }
-            self.signal(libc::SIGKILL);
-        }
+        self.sigkill(recorder);
+    }
+
+    /// Kills a running process and returns when: its lines read after are
+    /// stamped no later than that.
+    fn sigkill(&mut self, recorder: &Recorder) -> Option<u64> {
+        let process = self.process.as_ref().filter(|process| process.alive.load(Ordering::SeqCst))?;
+        let at_us = recorder.now_us();
+        process.exit.store(KILLED, Ordering::SeqCst);
+        process.killed_at_us.store(at_us, Ordering::SeqCst);
+        self.signal(libc::SIGKILL);
+        Some(at_us)
     }
 
     /// SIGTERM to the process: a graceful stop, which it must honour by
@@ -212,7 +201,9 @@ impl Node {
         if !self.alive() {
             return;
         }
-        self.expect_exit(STOPPING);
+        if let Some(process) = &self.process {
+            process.exit.store(STOPPING, Ordering::SeqCst);
+        }
         if let Some(pid) = self.process.as_ref().and_then(|process| process.pid) {
             signal(pid, libc::SIGTERM);
         }

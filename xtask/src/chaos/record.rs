@@ -32,6 +32,11 @@ impl Recorder {
         Recorder { origin, entries: Arc::default(), logs: Arc::default() }
     }
 
+    /// When the run began.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// The harness's clock: µs since the run began.
     #[allow(clippy::disallowed_methods)] // Real processes, real time.
     pub fn now_us(&self) -> u64 {

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 use hoplock_sim::history::{Event, Fault};
@@ -86,20 +85,16 @@ pub async fn run_once(plan: &Plan, seed: u64, store: &StoreAt, launch: &Launch) 
     let exchanges: Arc<std::sync::Mutex<Vec<(String, Exchange)>>> = Arc::default();
     let mut nodes: Vec<Node> = Vec::new();
     for (index, node_plan) in plan.nodes.iter().enumerate() {
-        let incarnation = Arc::new(AtomicU32::new(0));
-        let (exchanges, name, lease_path) = (exchanges.clone(), node_plan.name.clone(), path.clone());
+        let (exchanges, name) = (exchanges.clone(), node_plan.name.clone());
         let proxy =
             FaultProxy::start(store.addr, origin, seed.wrapping_mul(31).wrapping_add(index as u64), move |exchange| {
-                // Only the lease key's requests matter; the start-up checks
-                // write probe keys of their own.
-                if exchange.target.split('?').next() == Some(lease_path.as_str()) {
-                    exchanges.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name.clone(), exchange));
-                }
+                // Kept whole: `record::store_op` picks the lease key's.
+                exchanges.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name.clone(), exchange));
             })
             .await
             .map_err(|err| format!("cannot start a fault proxy: {err}"))?;
         proxy.set(standing.clone());
-        nodes.push(Node::new(node_plan.clone(), proxy, incarnation));
+        nodes.push(Node::new(node_plan.clone(), proxy));
     }
     let result = drive(plan, &mut nodes, &launch, &recorder, &standing).await;
     for node in &mut nodes {
@@ -190,14 +185,14 @@ async fn drive(
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut skipped = Vec::new();
     for node in nodes.iter_mut() {
-        node.start(launch, recorder, true)?;
+        node.start(launch, recorder)?;
     }
     let end = Duration::from_millis(plan.world.duration_ms);
     // Faults with an end: (when, what to undo).
     let mut undo: Vec<(Duration, Undo)> = Vec::new();
     let mut hung_up: BTreeMap<String, Duration> = BTreeMap::new();
     let mut steps = plan.steps.iter().peekable();
-    let started = Instant::now() - Duration::from_micros(recorder.now_us());
+    let started = recorder.origin();
     loop {
         let next = [
             steps.peek().map(|step| Duration::from_millis(step.at_ms)),
@@ -377,7 +372,7 @@ fn apply(
                 // A process still running (a stop not yet honoured) is
                 // crashed first, as the simulator's restart does.
                 nodes[index].kill(recorder);
-                nodes[index].start(launch, recorder, false)?;
+                nodes[index].start(launch, recorder)?;
             }
         }
         Action::Stop { node } => {
