@@ -7,7 +7,10 @@
 //!   anyone else, even when the store is unreachable.
 //! - [`Backend`] is the storage seam: one key with a read, a conditional
 //!   write and a conditional delete. [`backend::memory::MemoryBackend`] is
-//!   included; the S3 backend lives in `hoplock::s3` (feature `s3`).
+//!   included; the S3 backend lives in `hoplock::s3` (feature `s3`), Google
+//!   Cloud Storage in `hoplock::gcs` (feature `gcs`), Azure Blob Storage in
+//!   `hoplock::azure` (feature `azure`), and `hoplock::store` opens any of
+//!   them from a URL.
 //! - [`Generation`] is the fencing token; [`fence::Fence`] is the check a
 //!   downstream resource makes with it.
 //! - [`hrw`] answers "which replica owns key K?" by rendezvous hashing,
@@ -49,11 +52,17 @@
 //! # }
 //! ```
 
+#[cfg(feature = "azure")]
+pub mod azure;
 pub mod backend;
 pub mod clock;
+#[cfg(any(feature = "gcs", feature = "azure"))]
+mod cloud;
 pub mod elector;
 pub mod entropy;
 pub mod fence;
+#[cfg(feature = "gcs")]
+pub mod gcs;
 pub mod hrw;
 pub mod keyed;
 pub mod lease;
@@ -65,9 +74,13 @@ mod planted;
 mod rfc3339;
 #[cfg(feature = "s3")]
 pub mod s3;
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure"))]
+pub mod store;
 pub mod term_timing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+#[cfg(feature = "http-transport")]
+pub mod transport;
 
 pub use backend::{Backend, BackendError};
 pub use elector::{Elector, ElectorError, Event, LeaderContext, Lease, Reads, StoreHealth, WorkGuard};
@@ -83,6 +96,8 @@ mod documentation {
     struct Guarantees;
     #[doc = include_str!("../docs/s3.md")]
     struct S3;
+    #[doc = include_str!("../docs/stores.md")]
+    struct Stores;
     #[doc = include_str!("../docs/keyed.md")]
     struct Keyed;
     #[doc = include_str!("../docs/check-s3.md")]

@@ -94,7 +94,7 @@ pub mod sigv4;
 pub mod backend;
 pub mod config;
 pub mod credentials;
-pub mod transport;
+pub use crate::transport;
 pub mod xml;
 
 pub use backend::{Inspection, PROBE_SUFFIX, S3Backend, Verification};

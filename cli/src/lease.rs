@@ -83,9 +83,9 @@ pub async fn run(command: LeaseCommand, out: &mut impl Write) -> Result<(), Leas
 }
 
 async fn show(store: &StoreArgs, out: &mut impl Write) -> Result<(), LeaseError> {
-    let backend = store.backend()?;
+    let backend = store.open()?;
     let Some(found) = backend.inspect().await? else {
-        writeln!(out, "no lease record at {}/{}", store.bucket, store.key)?;
+        writeln!(out, "no lease record at {}", backend.url())?;
         return Ok(());
     };
     let age = found.age().map_or_else(|| "unknown".into(), |age| format!("{}s", age.as_secs()));
@@ -123,7 +123,7 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), LeaseError>
     let Some(mut next) = floor.next() else {
         return Err(LeaseError::NoRoom { generation: floor, hint: "choose a lower --generation-floor" });
     };
-    let backend = args.store.backend()?;
+    let backend = args.store.open()?;
     let found = backend.inspect().await?;
     let mut generation = floor;
     // The live record the reset replaces, if any: its holder is still

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod check;
 mod check_s3;
 mod hrw;
 mod lease;
@@ -45,6 +46,11 @@ enum Command {
     /// 7 UNSAFE (weak ETags), 1 ERROR, 130 interrupted.
     #[command(name = "check-s3")]
     CheckS3(check_s3::CheckArgs),
+    /// Check whether any conditional store (gs://, az://, s3://) honours its
+    /// preconditions, also under racing writers. Exit codes as check-s3's:
+    /// 0 SAFE, 4 UNSUPPORTED, 5 UNSAFE (ignores conditions), 6 UNSAFE (not
+    /// atomic), 7 UNSAFE (weak versions), 1 ERROR.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +70,21 @@ fn main() -> ExitCode {
             match runtime.block_on(run::run(args)) {
                 Ok(code) => ExitCode::from(code),
                 Err(error) => fail(&error.to_string()),
+            }
+        }
+        Command::Check(args) => {
+            init_logging(cli.log_format);
+            let runtime = match runtime() {
+                Ok(runtime) => runtime,
+                Err(error) => return fail(&error),
+            };
+            let mut stdout = std::io::stdout().lock();
+            match runtime.block_on(check::run(args, &mut stdout)) {
+                Ok(code) => {
+                    let _ = stdout.flush();
+                    ExitCode::from(code)
+                }
+                Err(error) => fail(&error),
             }
         }
         Command::CheckS3(args) => {

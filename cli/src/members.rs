@@ -75,11 +75,11 @@ pub async fn run(command: MembersCommand, out: &mut impl Write) -> Result<(), Me
 }
 
 async fn show(store: &StoreArgs, out: &mut impl Write) -> Result<(), MembersError> {
-    let backend = store.backend()?;
+    let backend = store.open()?;
     let object = match backend.read_object().await {
         Ok(object) => object,
         Err(BackendError::NoLease) => {
-            writeln!(out, "no membership object at {}/{}", store.bucket, store.key)?;
+            writeln!(out, "no membership object at {}", backend.url())?;
             writeln!(out, "members that saw a view act for no key until it is back; recreate it with")?;
             writeln!(
                 out,
@@ -141,7 +141,7 @@ async fn reset(args: &ResetArgs, out: &mut impl Write) -> Result<(), MembersErro
             weighted: args.weighted.unwrap_or(defaults.weighted),
         });
     }
-    let backend = args.store.backend()?;
+    let backend = args.store.open()?;
     let plan = reset.apply(&backend, &OsEntropy, args.force).await?;
     match &plan.replaced {
         Replaced::Nothing => writeln!(out, "no object was stored")?,

@@ -20,6 +20,9 @@ use hoplock::{BackendError, Elector, ElectorError, LeaderContext, Lease, Reads};
 use tokio::process::{Child, Command};
 use tracing::{error, info, warn};
 
+use hoplock::backend::ObjectBackend;
+use hoplock::store::Store;
+
 use crate::store::{StoreArgs, parse_duration};
 
 /// Options of `hoplock run`.
@@ -103,7 +106,7 @@ pub enum RunError {
     },
     /// The store failed the checks run before campaigning.
     #[error(
-        "refusing to campaign: {0}. These checks are sequential; `hoplock check-s3` also checks racing writers. \
+        "refusing to campaign: {0}. These checks are sequential; `hoplock check` (`hoplock check-s3` on S3) also checks racing writers. \
          Pass --skip-verify to campaign anyway"
     )]
     UnsafeStore(String),
@@ -136,7 +139,7 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
             .map_err(|err| RunError::Metrics { addr, message: err.to_string() })?;
         info!(%addr, "serving metrics");
     }
-    let backend = args.store.backend().map_err(ElectorError::from)?;
+    let backend = args.store.open().map_err(ElectorError::from)?;
     if args.skip_verify {
         warn!("not checking that the store honours conditional writes (--skip-verify)");
     } else if !verify_store(&backend, &args).await? {
@@ -222,7 +225,7 @@ pub async fn run(args: RunArgs) -> Result<u8, RunError> {
 /// starts and every 30 s, and with `--once` a give-up after
 /// `--unreachable-timeout`. Returns `false` on giving up; an unsafe store
 /// or a wrong configuration is an error.
-async fn verify_store(backend: &hoplock::s3::S3Backend, args: &RunArgs) -> Result<bool, RunError> {
+async fn verify_store(backend: &Store, args: &RunArgs) -> Result<bool, RunError> {
     let clock = SystemClock::new();
     // The checks retry a store that does not answer for many seconds before
     // they give up once; a store that cannot be reached at all (nothing
@@ -250,10 +253,24 @@ const FIRST_CONTACT: Duration = Duration::from_secs(2);
 /// anything at all (even 404 or 403), else what went wrong, within
 /// [`FIRST_CONTACT`]. The cause says which: a refused connection, a name
 /// that does not resolve, TLS, or credentials not yet to be had.
-async fn first_contact(backend: &hoplock::s3::S3Backend, clock: &SystemClock) -> Option<String> {
+async fn first_contact(backend: &Store, clock: &SystemClock) -> Option<String> {
+    let answer = async {
+        match backend {
+            Store::S3(s3) => {
+                s3.request(http::Method::GET, &[], bytes::Bytes::new()).await.err().map(|err| err.to_string())
+            }
+            #[allow(unreachable_patterns)]
+            other => match other.read_object().await {
+                // Only an error that got no answer says the store is not
+                // answering; a refusal is an answer.
+                Err(error @ (BackendError::Transient(_) | BackendError::Ambiguous(_))) => Some(error.to_string()),
+                _ => None,
+            },
+        }
+    };
     tokio::select! {
         biased;
-        answer = backend.request(http::Method::GET, &[], bytes::Bytes::new()) => answer.err().map(|err| err.to_string()),
+        answer = answer => answer,
         () = clock.sleep_until(clock.now() + FIRST_CONTACT) => {
             Some(format!(
                 "no answer within {FIRST_CONTACT:?}, from the store or its credential source (the checks go on waiting)"
@@ -263,11 +280,7 @@ async fn first_contact(backend: &hoplock::s3::S3Backend, clock: &SystemClock) ->
 }
 
 /// The checks, tried again while the store does not answer.
-async fn verify_with_retries(
-    backend: &hoplock::s3::S3Backend,
-    args: &RunArgs,
-    clock: &SystemClock,
-) -> Result<bool, RunError> {
+async fn verify_with_retries(backend: &Store, args: &RunArgs, clock: &SystemClock) -> Result<bool, RunError> {
     const WARN_EVERY: Duration = Duration::from_secs(30);
     let started = clock.now();
     let mut warned: Option<hoplock::clock::Instant> = None;

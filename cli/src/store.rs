@@ -7,6 +7,7 @@ use clap::Args;
 use hoplock::BackendError;
 use hoplock::s3::config::{Addressing, EtagStyle};
 use hoplock::s3::{S3Backend, S3Config};
+use hoplock::store::{Store, StoreOptions, StoreUrl};
 
 /// How to reach an S3-compatible store, apart from the endpoint and the
 /// bucket: shared by every S3-backed subcommand. Credentials come from the
@@ -74,27 +75,53 @@ impl ClientArgs {
     }
 }
 
-/// Where the lease record lives.
+/// Where the lease record (or the membership object) lives: `--store URL`,
+/// or the S3 spelling `--bucket` and `--key`.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// The S3 endpoint URL; https:// unless you write http://. Default: AWS.
+    /// The object as a URL: s3://BUCKET/KEY, gs://BUCKET/OBJECT (Google
+    /// Cloud Storage, feature `gcs`) or az://CONTAINER/BLOB[?account=NAME]
+    /// (Azure Blob Storage, feature `azure`). Instead of --bucket and --key.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["bucket", "key"])]
+    pub store: Option<String>,
+    /// The store's endpoint URL; https:// unless you write http://. Default:
+    /// the cloud's own (for GCS, STORAGE_EMULATOR_HOST when set).
     #[arg(long)]
     pub endpoint: Option<String>,
-    /// The bucket.
-    #[arg(long)]
-    pub bucket: String,
+    /// The S3 bucket (with --key; or use --store).
+    #[arg(long, required_unless_present = "store", requires = "key")]
+    pub bucket: Option<String>,
     /// The object's key: the lease record's (`lease`, `run`) or the membership
     /// object's (`members`).
-    #[arg(long)]
-    pub key: String,
+    #[arg(long, required_unless_present = "store", requires = "bucket")]
+    pub key: Option<String>,
     #[command(flatten)]
     pub client: ClientArgs,
 }
 
 impl StoreArgs {
-    /// Builds the backend; every problem is a `Config` error saying what to fix.
-    pub fn backend(&self) -> Result<S3Backend, BackendError> {
-        S3Backend::new(self.client.config(self.endpoint.as_deref(), &self.bucket, &self.key)?)
+    /// The store named, as a URL.
+    pub fn url(&self) -> Result<StoreUrl, BackendError> {
+        match (&self.store, &self.bucket, &self.key) {
+            (Some(url), _, _) => url.parse(),
+            (None, Some(bucket), Some(key)) => Ok(StoreUrl::S3 { bucket: bucket.clone(), key: key.clone() }),
+            _ => Err(BackendError::Config("name the store with --store URL, or --bucket and --key".into())),
+        }
+    }
+
+    /// Opens the store; every problem is a `Config` error saying what to
+    /// fix. An S3 store takes every S3 option; the others take
+    /// `--endpoint`, `--request-timeout`, `--ca-cert` and `--proxy`.
+    pub fn open(&self) -> Result<Store, BackendError> {
+        let url = self.url()?;
+        if let StoreUrl::S3 { bucket, key } = &url {
+            return Ok(Store::S3(S3Backend::new(self.client.config(self.endpoint.as_deref(), bucket, key)?)?));
+        }
+        let mut options = StoreOptions::default();
+        options.endpoint.clone_from(&self.endpoint);
+        options.request_timeout = self.client.request_timeout;
+        options.transport = self.client.config(None, "", "")?.transport;
+        Store::open(&url, &options)
     }
 }
 

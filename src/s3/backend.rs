@@ -29,6 +29,7 @@ use crate::entropy::{Entropy, OsEntropy};
 use crate::lease::LeaseRecord;
 
 mod verify;
+pub use crate::store::Inspection;
 pub use verify::{PROBE_SUFFIX, Verification};
 
 /// One lease key in an S3 bucket.
@@ -76,29 +77,6 @@ struct Target {
     operation_deadline: Duration,
     clock_skew_warning: Duration,
     extra_headers: Vec<(http::HeaderName, http::HeaderValue)>,
-}
-
-/// The lease object as [`S3Backend::inspect`] found it.
-#[derive(Debug, Clone)]
-pub struct Inspection {
-    /// The object's ETag.
-    pub version: Version,
-    /// The parsed record, or why it does not parse.
-    pub record: Result<LeaseRecord, crate::lease::RecordError>,
-    /// The stored bytes.
-    pub bytes: Vec<u8>,
-    /// `Last-Modified`, by the server's clock.
-    pub last_modified: Option<SystemTime>,
-    /// `Date`, the server's clock when it answered.
-    pub server_date: Option<SystemTime>,
-}
-
-impl Inspection {
-    /// How long ago the object was written, by the server's own clock (so
-    /// this machine's clock does not matter). Second resolution.
-    pub fn age(&self) -> Option<Duration> {
-        self.server_date?.duration_since(self.last_modified?).ok()
-    }
 }
 
 /// How one request failed before any S3 status could be mapped.
@@ -155,6 +133,11 @@ impl S3Backend {
     /// The same store and settings, for another key.
     pub fn with_key(&self, key: impl Into<String>) -> S3Backend {
         S3Backend { key: key.into(), read_denied: Arc::new(AtomicBool::new(false)), ..self.clone() }
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.target.bucket
     }
 
     /// The lease record's key.

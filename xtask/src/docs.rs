@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 mod sim_results;
+mod store_costs;
 
 use sim_results::SimResults;
 
@@ -91,6 +92,7 @@ const BLOCKS: &[Block] = &[
     Block { name: "mutants", render: |root| mutants(&json(root, &MUTANTS)?) },
     Block { name: "chaos", render: |root| Ok(fenced(&read(root, &CHAOS)?)) },
     Block { name: "chaos-planted", render: |root| Ok(fenced(&read(root, &CHAOS_PLANTED)?)) },
+    Block { name: "store-costs", render: |_| Ok(store_costs::render()) },
 ];
 
 const USAGE: &str = "usage: cargo xtask docs [--check]

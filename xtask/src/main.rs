@@ -4,11 +4,13 @@
 
 use std::process::ExitCode;
 
+mod azurite;
 mod bench_hrw;
 mod chaos;
 mod docs;
 mod fake_s3;
 mod flags;
+mod gcs_server;
 mod moto_server;
 mod mutants;
 mod s3_server;

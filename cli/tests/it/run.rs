@@ -328,3 +328,20 @@ fn metrics_are_served_in_the_prometheus_format() {
     assert!(leading.contains("# TYPE hoplock_leader gauge"), "{leading}");
     assert_eq!(runner.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn a_store_url_is_checked_before_anything_runs() {
+    let run = |url: &str| {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_hoplock")).args(["run", "--store", url, "--", "true"]).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = run("ftp://bucket/key");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("unknown store scheme \"ftp\""), "{stderr}");
+    let (code, stderr) = run("s3://bucket-only");
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("names no object"), "{stderr}");
+    #[cfg(not(feature = "gcs"))]
+    assert!(run("gs://b/k").1.contains("gs:// needs hoplock built with the gcs feature"));
+}

@@ -28,42 +28,8 @@ use super::S3Backend;
 use crate::backend::{Backend, BackendError, Version};
 use crate::entropy::random_hex;
 
-/// The suffix of the probe key the checks write: `<lease key>.hoplock-verify`.
-pub const PROBE_SUFFIX: &str = ".hoplock-verify";
-
-/// How many times the whole sequence is tried when another writer or a
-/// passing failure gets in its way.
-const ATTEMPTS: u32 = 4;
-
-/// What [`S3Backend::verify`] found on a store that passed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verification {
-    /// The probe key the checks wrote (left in place).
-    pub probe_key: String,
-    /// The checks that passed, in the order they ran.
-    pub checks: Vec<&'static str>,
-}
-
-/// Why one pass of the sequence stopped.
-enum Stop {
-    /// Worth another try: another writer got in between, or a passing
-    /// failure (throttling, a timeout, a 5xx).
-    Interrupted(BackendError),
-    /// The answer: the store is unsafe or unusable, or the configuration is
-    /// wrong.
-    Final(BackendError),
-}
-
-impl From<BackendError> for Stop {
-    fn from(error: BackendError) -> Stop {
-        match error {
-            BackendError::Transient(_) | BackendError::Ambiguous(_) | BackendError::Conflict(_) => {
-                Stop::Interrupted(error)
-            }
-            other => Stop::Final(other),
-        }
-    }
-}
+use crate::store::verify::{ATTEMPTS, Stop};
+pub use crate::store::{PROBE_SUFFIX, Verification};
 
 impl S3Backend {
     /// Checks that the store honours conditional writes, on the probe key

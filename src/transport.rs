@@ -106,6 +106,15 @@ impl ReqwestTransport {
     }
 }
 
+impl ReqwestTransport {
+    /// The reqwest client, for credential sources that make requests of
+    /// their own (feature `gcs` or `azure`).
+    #[cfg(any(feature = "gcs", feature = "azure"))]
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
 impl HttpTransport for ReqwestTransport {
     fn send(&self, request: http::Request<Bytes>) -> ResponseFuture<'_> {
         Box::pin(async move {
