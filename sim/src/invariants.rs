@@ -93,7 +93,7 @@ macro_rules! checkers {
     ($( $(#[$doc:meta])* $variant:ident: $name:literal, $kind:ident, $worlds:ident, $summary:literal, $check:expr; )*) => {
         /// The properties, as the safety rules in ARCHITECTURE.md number
         /// them.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
         #[serde(rename_all = "kebab-case")]
         pub enum Property {
             $( $(#[$doc])* $variant, )*
@@ -240,7 +240,7 @@ impl fmt::Display for Property {
 }
 
 /// A broken property.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Violation {
     /// Which property.
     pub property: Property,

@@ -19,7 +19,7 @@
 //!   for the entry's TTL, timed from the arrival of the response that first
 //!   showed it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +64,16 @@ pub(crate) struct Core {
     running: BTreeMap<String, Round>,
     /// The keys it owns in the newest view, in key order.
     owned: Vec<String>,
+    /// The same keys, to look one up.
+    owned_lookup: BTreeSet<String>,
+    /// The running keys not owned in the newest view: what must stop. Kept
+    /// as keys start and stop and worked out again once per view, so the
+    /// member's loop, which asks on every pass, does not weigh or look up
+    /// every running key each time.
+    unowned_running: BTreeSet<String>,
+    /// How many owned keys are running: when all are, nothing waits to
+    /// start.
+    owned_running: usize,
     keys: Arc<[String]>,
     /// Whether a read has found the object missing.
     read_missing: bool,
@@ -106,6 +116,9 @@ impl Core {
             withhold_adoption_until: Instant::ZERO,
             running: BTreeMap::new(),
             owned: Vec::new(),
+            owned_lookup: BTreeSet::new(),
+            unowned_running: BTreeSet::new(),
+            owned_running: 0,
             keys,
             read_missing: false,
             active_members: None,
@@ -122,6 +135,7 @@ impl Core {
         self.last_sent = None;
         self.watched.clear();
         self.running.clear();
+        self.index_running();
         self.unresolved.clear();
     }
 
@@ -262,6 +276,8 @@ impl Core {
             None => {
                 let set = Arc::new(record.member_set());
                 self.owned = self.keys.iter().filter(|k| set.is_owner(k.as_str(), &self.me.id)).cloned().collect();
+                self.owned_lookup = self.owned.iter().cloned().collect();
+                self.index_running();
                 set
             }
         };
@@ -295,12 +311,24 @@ impl Core {
         if !self.term_holds(now) || self.vanished() {
             return self.running.keys().cloned().collect();
         }
-        let Some(seen) = &self.newest else { return self.running.keys().cloned().collect() };
-        self.running.keys().filter(|k| !seen.set.is_owner(k.as_str(), &self.me.id)).cloned().collect()
+        if self.newest.is_none() {
+            return self.running.keys().cloned().collect();
+        }
+        self.unowned_running.iter().cloned().collect()
     }
 
     pub fn stopped(&mut self, key: &str) {
-        self.running.remove(key);
+        if self.running.remove(key).is_some() && !self.unowned_running.remove(key) {
+            self.owned_running -= 1;
+        }
+    }
+
+    /// Works out which running keys are owned in the newest view, after the
+    /// view or the running keys changed wholesale.
+    fn index_running(&mut self) {
+        let owned = &self.owned_lookup;
+        self.unowned_running = self.running.keys().filter(|k| !owned.contains(k.as_str())).cloned().collect();
+        self.owned_running = self.running.len() - self.unowned_running.len();
     }
 
     /// Keys to start now, with their round: owned in the newest view, not
@@ -308,6 +336,9 @@ impl Core {
     pub fn to_start(&self, now: Instant) -> Vec<(String, Round)> {
         let Some(seen) = &self.newest else { return Vec::new() };
         if !self.term_holds(now) || self.vanished() || now < self.hold_new_until || !self.may_start_in(&seen.record) {
+            return Vec::new();
+        }
+        if self.owned_running == self.owned_lookup.len() {
             return Vec::new();
         }
         let round = self.round_for(seen.record.view);
@@ -333,6 +364,13 @@ impl Core {
     }
 
     pub fn started(&mut self, key: String, round: Round) {
+        if !self.running.contains_key(&key) {
+            if self.owned_lookup.contains(&key) {
+                self.owned_running += 1;
+            } else {
+                self.unowned_running.insert(key.clone());
+            }
+        }
         self.running.insert(key, round);
     }
 
@@ -540,6 +578,7 @@ impl Core {
     /// which goes on as after a long pause.
     pub fn abandoned(&mut self) {
         self.running.clear();
+        self.index_running();
     }
 
     /// A planned write landed: it was sent at `sent_at`, and its response,

@@ -87,10 +87,27 @@ impl Tasks {
         self.running.keys().cloned().collect()
     }
 
-    /// Sends `term` to every task, in key order.
+    /// Gives every task `term`, in key order. Only a term that ends
+    /// sooner than the one a task holds (cancelled, or an earlier end)
+    /// wakes the task: a renewal that moves the end on is stored without a
+    /// wake-up, and each task reads it when its own timer fires at the end
+    /// it knew ([`within_term`] and `KeyContext::cancelled` both look again
+    /// then). A renewal every third of a TTL thus costs each key nothing
+    /// but a store, rather than waking its guard and its work; a member
+    /// with thousands of keys renews without a stampede of tasks.
+    ///
+    /// A cancellation keeps the last end the task was given: its work may
+    /// wind down until then, and since renewals do not wake the task, the
+    /// end it read last may be older than the one the term reached.
     pub fn publish(&self, term: Term) {
         for task in self.running.values() {
-            task.term.send_replace(term);
+            task.term.send_if_modified(|held| {
+                let next =
+                    if term.cancelled { Term { cancelled: true, until: held.until.max(term.until) } } else { term };
+                let sooner = next.cancelled != held.cancelled || next.until < held.until;
+                *held = next;
+                sooner
+            });
         }
     }
 }
@@ -106,9 +123,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// This guard needs nothing but the clock, so work never outlives the term
 /// by more than a timer's lateness, or, after the host was suspended, by
 /// more than the watchdog's suspend check: any message on the term channel
-/// (a renewal, a cancellation, the watchdog's wake-up call) has it read
-/// the clock again. Once the term is over (a leave, an eviction) its end
-/// is never pushed back again.
+/// (a cancellation, an earlier end, the watchdog's wake-up call) has it
+/// read the clock again. Renewals reach it without a message: when its
+/// timer fires at the end it knew, it reads the end the term has reached
+/// since, and sleeps on if that is later. Once the term is over (a leave,
+/// an eviction) its end is never pushed back again.
 pub(super) async fn within_term(
     work: impl Future<Output = ()>,
     mut term: watch::Receiver<Term>,
@@ -124,22 +143,27 @@ pub(super) async fn within_term(
         tokio::select! {
             biased;
             () = clock.sleep_until(deadline) => {
-                // A renewal may have moved the end while this task waited
-                // to be polled: the term ended only if it still says so.
+                // Renewals move the end on without waking this task, and
+                // one may also have landed while it waited to be polled:
+                // the term ended only if the end it holds now says so. A
+                // term cancelled meanwhile keeps its last end, until which
+                // the work may still wind down.
                 let now = *term.borrow_and_update();
-                if ended || now.cancelled || now.until <= deadline {
+                if ended || now.until <= deadline {
                     return;
                 }
                 deadline = now.until;
+                ended = now.cancelled;
             }
             () = &mut work => return,
             changed = term.changed(), if open => match changed {
                 Ok(()) => {
                     let now = *term.borrow_and_update();
+                    if !ended {
+                        deadline = deadline.max(now.until);
+                    }
                     if now.cancelled {
                         ended = true;
-                    } else if !ended {
-                        deadline = deadline.max(now.until);
                     }
                     // The timer above fires late by as long as the host
                     // slept; the clock itself says whether the end passed.
@@ -215,6 +239,52 @@ mod tests {
                 let _ = sender.send(tokio::time::Instant::now());
             }
         }
+    }
+
+    /// A task for one key under `Tasks`, whose work never returns and
+    /// reports when it is dropped.
+    fn guarded_key(
+        tasks: &mut Tasks,
+        clock: &Arc<dyn Clock>,
+        term: Term,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<tokio::time::Instant> {
+        let (gone, dropped) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, _) = watch::channel(false);
+        let (term_sender, receiver) = watch::channel(term);
+        let gone = Gone(Some(gone));
+        let work = async move {
+            let _gone = gone;
+            std::future::pending::<()>().await;
+        };
+        let handle = tokio::spawn(within_term(work, receiver, clock.clone()));
+        tasks.insert("k".into(), Task { stop, term: term_sender, handle });
+        dropped
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_move_the_end_on_without_waking_the_task_and_a_cancellation_keeps_the_last_end() {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let start = tokio::time::Instant::now();
+        let at = |secs: u64| clock.now() + Duration::from_secs(secs);
+        let mut tasks = Tasks::default();
+        let mut dropped = guarded_key(&mut tasks, &clock, Term { cancelled: false, until: at(3) });
+        // Sees what the task's receiver sees: whether a message was sent.
+        let observer = tasks.running["k"].term.subscribe();
+        // Two renewals, a second apart: each moves the end on by a second.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tasks.publish(Term { cancelled: false, until: at(3) });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        tasks.publish(Term { cancelled: false, until: at(3) });
+        assert!(!observer.has_changed().unwrap(), "a renewal woke the task");
+        assert_eq!(observer.borrow().until, at(3), "the renewal was not stored");
+        // The member leaves half a second later: the term is over, and the
+        // work may wind down until the end the term last reached (5 s),
+        // not the one the task was first given (3 s).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tasks.publish(Term { cancelled: true, until: crate::clock::Instant::ZERO });
+        assert!(observer.has_changed().unwrap(), "the cancellation did not wake the task");
+        let gone = dropped.recv().await.unwrap().duration_since(start);
+        assert_eq!(gone, Duration::from_secs(5), "the work was dropped at {gone:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -32,6 +32,22 @@ impl<'a> Flags<'a> {
         self.args.next().cloned().ok_or_else(|| format!("{name} needs a value\n\n{}", self.usage))
     }
 
+    /// Every value that follows flag `name` up to the next flag: at least
+    /// one.
+    pub fn values(&mut self, name: &str) -> Result<Vec<String>, String> {
+        let mut values = Vec::new();
+        while let Some(next) = self.args.as_slice().first()
+            && !next.starts_with("--")
+        {
+            values.push(next.clone());
+            self.args.next();
+        }
+        if values.is_empty() {
+            return Err(format!("{name} needs at least one value\n\n{}", self.usage));
+        }
+        Ok(values)
+    }
+
     /// The whole number that follows flag `name`.
     pub fn number(&mut self, name: &str) -> Result<u64, String> {
         let text = self.value(name)?;
@@ -54,5 +70,16 @@ mod tests {
         assert_eq!(flags.next_flag().map(String::as_str), Some("--out"));
         assert_eq!(flags.value("--out"), Err("--out needs a value\n\nusage: test".into()));
         assert_eq!(flags.next_flag(), None);
+    }
+
+    #[test]
+    fn a_list_of_values_ends_at_the_next_flag() {
+        let args: Vec<String> = ["--merge", "a.json", "b.json", "--json", "--merge"].map(String::from).to_vec();
+        let mut flags = Flags::new(&args, "usage: test");
+        assert_eq!(flags.next_flag().map(String::as_str), Some("--merge"));
+        assert_eq!(flags.values("--merge"), Ok(vec!["a.json".to_string(), "b.json".to_string()]));
+        assert_eq!(flags.next_flag().map(String::as_str), Some("--json"));
+        assert_eq!(flags.next_flag().map(String::as_str), Some("--merge"));
+        assert_eq!(flags.values("--merge"), Err("--merge needs at least one value\n\nusage: test".into()));
     }
 }

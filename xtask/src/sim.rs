@@ -9,7 +9,9 @@
 //! prints every violation with its simulated time; `--trace` and
 //! `--timeline` write that one run's history and picture. `--swarm` draws
 //! random scenarios instead, and `--planted` runs with one of the library's
-//! deliberate bugs switched on.
+//! deliberate bugs switched on. `--sweep N` runs N fresh seeds of every
+//! scenario; `--shard K/N` runs one slice of the plan and `--merge` puts
+//! the slices' `--json` reports back together (see [`plan`]).
 
 use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
@@ -24,6 +26,8 @@ use hoplock_sim::world::ReadsSpec;
 use serde::Serialize;
 
 mod compare;
+mod merge;
+mod plan;
 mod swarm;
 pub(crate) mod table;
 pub(crate) mod timeline;
@@ -34,6 +38,14 @@ const USAGE: &str = "usage: cargo xtask sim [options]
                     to a .toml file); may be given more than once
   --seeds N         run seeds 0..N instead of each file's default
   --seed S          run seed S only, and print every violation
+  --sweep N         run N fresh seeds of every scenario, above the default
+                    range, drawn from a sweep seed that is printed
+  --sweep-seed S    with --sweep: draw the seeds from S (to repeat a sweep,
+                    and in every shard of one)
+  --shard K/N       run only the K-th of N deterministic slices of the runs
+                    (K from 1); with --json, the slices merge into one report
+  --merge FILE...   read the --json reports of a run's shards and print the
+                    table, verdicts and exit status the whole run would have
   --json            print a machine-readable report instead of the table
   --trace FILE      write the run's history as JSON lines (one run only)
   --timeline FILE   draw the run as an SVG picture (one run only)
@@ -68,11 +80,15 @@ struct Options {
     swarm: Option<u64>,
     mode: Option<String>,
     out: Option<PathBuf>,
+    sweep: Option<plan::Sweep>,
+    shard: Option<plan::Shard>,
+    merge: Vec<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options::default();
     let mut flags = crate::flags::Flags::new(args, USAGE);
+    let (mut sweep_runs, mut sweep_seed) = (None, None);
     while let Some(arg) = flags.next_flag() {
         match arg.as_str() {
             "--scenario" => options.scenarios.push(flags.value("--scenario")?),
@@ -84,6 +100,16 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 options.seeds = Some(seeds);
             }
             "--seed" => options.seed = Some(flags.number("--seed")?),
+            "--sweep" => {
+                let runs = flags.number("--sweep")?;
+                if runs == 0 {
+                    return Err("--sweep must be at least 1".into());
+                }
+                sweep_runs = Some(runs);
+            }
+            "--sweep-seed" => sweep_seed = Some(flags.number("--sweep-seed")?),
+            "--shard" => options.shard = Some(plan::Shard::parse(&flags.value("--shard")?)?),
+            "--merge" => options.merge = flags.values("--merge")?.into_iter().map(PathBuf::from).collect(),
             "--json" => options.json = true,
             "--trace" => options.trace = Some(flags.value("--trace")?.into()),
             "--timeline" => options.timeline = Some(flags.value("--timeline")?.into()),
@@ -120,7 +146,56 @@ fn parse(args: &[String]) -> Result<Options, String> {
     if options.mode.is_some() && options.swarm.is_none() {
         return Err("--mode goes with --swarm; a scenario file sets its own mode".into());
     }
+    options.sweep = match (sweep_runs, sweep_seed) {
+        (Some(runs), seed) => {
+            if options.seed.is_some() || options.seeds.is_some() {
+                return Err("--sweep picks its own seeds; it goes without --seed and --seeds".into());
+            }
+            if options.shard.is_some() && seed.is_none() {
+                return Err(
+                    "the shards of a sweep must draw the same seeds: give every shard the same --sweep-seed".into()
+                );
+            }
+            Some(plan::Sweep { runs, seed: seed.unwrap_or_else(fresh_sweep_seed) })
+        }
+        (None, Some(_)) => return Err("--sweep-seed goes with --sweep".into()),
+        (None, None) => None,
+    };
+    let another_mode = options.compare.is_some()
+        || options.swarm.is_some()
+        || options.trace.is_some()
+        || options.timeline.is_some()
+        || options.seed.is_some();
+    if options.sweep.is_some() && another_mode {
+        return Err("--sweep goes without --compare, --swarm, --trace, --timeline and --seed".into());
+    }
+    if options.shard.is_some() && another_mode {
+        return Err(
+            "--shard slices a whole run; it goes without --compare, --swarm, --trace, --timeline and --seed".into()
+        );
+    }
+    if !options.merge.is_empty() {
+        let alone = options.scenarios.is_empty()
+            && options.seeds.is_none()
+            && options.sweep.is_none()
+            && options.shard.is_none()
+            && options.reads.is_none()
+            && options.planted.is_none()
+            && !another_mode;
+        if !alone {
+            return Err("--merge reads finished reports; it goes with --json only".into());
+        }
+    }
     Ok(options)
+}
+
+/// A sweep seed when none is given: from the time, since a sweep's point is
+/// seeds nobody has run yet. It is printed, so the sweep can be repeated.
+#[allow(clippy::disallowed_methods)] // Picks which seeds to run, outside any simulation.
+fn fresh_sweep_seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let mut state = nanos as u64 ^ u64::from(std::process::id()).rotate_left(32);
+    hoplock::entropy::splitmix64(&mut state)
 }
 
 /// Runs the task. `Ok` means every outcome was as expected.
@@ -130,6 +205,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let options = parse(args)?;
     let root = crate::workspace_root()?;
+    if !options.merge.is_empty() {
+        return merge::run(root, &options);
+    }
     if let Some(planted) = &options.planted {
         if !cfg!(feature = "planted") {
             return planted::rerun_with_feature(args);
@@ -160,6 +238,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // A default run replays one seed of every scenario: a world that gives
     // another trace for the same seed cannot be replayed from a failure.
     let replay = !single;
+    if let Some(sweep) = options.sweep {
+        eprintln!(
+            "sweep seed {seed}: {runs} fresh seeds per scenario (again: cargo xtask sim --sweep {runs} --sweep-seed {seed})",
+            seed = sweep.seed,
+            runs = sweep.runs
+        );
+    }
     let results = run_all(&scenarios, &options, options.trace.is_some() || options.timeline.is_some(), replay);
     report(&scenarios, &results, &options)
 }
@@ -216,6 +301,13 @@ pub struct Outcome {
     pub replayed: usize,
     /// Seeds whose replay gave another trace.
     pub diverged: Vec<Divergence>,
+    /// Whether these are one shard's runs of the scenario: an expected
+    /// finding that none of them showed may show in another shard's, so
+    /// its absence is judged only when the shards merge.
+    pub partial: bool,
+    /// How many seeds the whole plan runs the scenario with, over every
+    /// shard.
+    pub planned_seeds: usize,
 }
 
 /// A seed run twice that gave two different histories.
@@ -227,26 +319,13 @@ pub struct Divergence {
 
 impl Outcome {
     pub fn as_expected(&self) -> bool {
-        self.errors.is_empty() && self.diverged.is_empty() && self.verdict.as_expected()
+        let judged = if self.partial {
+            self.verdict.unexpected.is_empty() && !self.verdict.breaks_a_bound()
+        } else {
+            self.verdict.as_expected()
+        };
+        self.errors.is_empty() && self.diverged.is_empty() && judged
     }
-}
-
-/// The seeds to run `scenario` with.
-fn seeds(scenario: &Scenario, options: &Options) -> Vec<u64> {
-    match (options.seed, options.seeds) {
-        (Some(seed), _) => vec![seed],
-        (None, Some(count)) => (0..count).collect(),
-        (None, None) => (0..scenario.seeds).collect(),
-    }
-}
-
-/// One run to make: a scenario's index, a seed, and whether it replays a
-/// seed that is run anyway.
-#[derive(Clone, Copy)]
-struct Job {
-    scenario: usize,
-    seed: u64,
-    replay: bool,
 }
 
 /// Runs every (scenario, seed) pair on `jobs` threads with a progress bar.
@@ -257,29 +336,20 @@ struct Job {
 /// numbers that differ per thread and per process, and a world that leans
 /// on one of them gives another trace for the same seed.
 fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool, replay: bool) -> Vec<Outcome> {
-    let mut jobs: Vec<Job> = Vec::new();
-    for (scenario, named) in scenarios.iter().enumerate() {
-        for (position, seed) in seeds(&named.scenario, options).into_iter().enumerate() {
-            jobs.push(Job { scenario, seed, replay: false });
-            // Right after the seed it replays, so that a long world's
-            // replay runs beside the rest rather than last and alone.
-            if replay && position == 0 {
-                jobs.push(Job { scenario, seed, replay: true });
-            }
-        }
-    }
+    let jobs = plan::jobs(scenarios, options, replay);
     let worlds: Vec<_> = scenarios.iter().map(|named| named.scenario.world()).collect();
     let results: Mutex<Vec<Option<Result<Report, String>>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let threads = options.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let progress = Progress { total: jobs.len(), done: &done, quiet: options.json };
+    let estimate = Mutex::new(Estimate::new(scenarios.len(), &jobs, threads));
+    let progress = Progress { total: jobs.len(), done: &done, estimate: &estimate, quiet: options.json };
     std::thread::scope(|scope| {
         for _ in 0..threads.min(jobs.len()).max(1) {
             scope.spawn(|| {
                 loop {
                     let index = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(&Job { scenario, seed, replay }) = jobs.get(index) else { return };
+                    let Some(&plan::Job { scenario, seed, replay }) = jobs.get(index) else { return };
                     // A panic in one run is reported as that run's error;
                     // it must not take the other runs or the progress bar
                     // down with it.
@@ -293,6 +363,8 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool, replay: b
                     {
                         report.entries = Vec::new();
                     }
+                    let took = result.as_ref().map_or(0.0, |report| report.stats.cpu_secs);
+                    estimate.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).finished(scenario, took);
                     results.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = Some(result);
                     done.fetch_add(1, Ordering::SeqCst);
                 }
@@ -309,10 +381,12 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool, replay: b
             errors: Vec::new(),
             replayed: 0,
             diverged: Vec::new(),
+            partial: options.shard.is_some(),
+            planned_seeds: 0,
         })
         .collect();
     let mut replays = Vec::new();
-    for (Job { scenario, seed, replay }, result) in jobs.into_iter().zip(results) {
+    for (plan::Job { scenario, seed, replay }, result) in jobs.into_iter().zip(results) {
         let outcome = &mut outcomes[scenario];
         let result = result.unwrap_or_else(|| Err("the run did not finish".into()));
         match (result, replay) {
@@ -332,6 +406,7 @@ fn run_all(scenarios: &[Named], options: &Options, keep_entries: bool, replay: b
         }
     }
     for (named, outcome) in scenarios.iter().zip(&mut outcomes) {
+        outcome.planned_seeds = plan::seeds(named, options).len();
         outcome.verdict = named.scenario.verdict(&outcome.reports);
     }
     outcomes
@@ -350,26 +425,83 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 struct Progress<'a> {
     total: usize,
     done: &'a AtomicUsize,
+    estimate: &'a Mutex<Estimate>,
     quiet: bool,
 }
 
+/// How long the runs still to make will take: each scenario's at the mean
+/// time its finished runs took, a scenario with none finished yet at the
+/// mean of every finished run, spread over the worker threads. Worlds
+/// differ in cost by orders of magnitude, so counting runs alone would be
+/// far off; a sweep, with many seeds of each, soon has a good figure.
+struct Estimate {
+    /// Runs still to make (or still running), per scenario.
+    left: Vec<usize>,
+    /// Runs finished and the seconds they took, per scenario.
+    finished: Vec<(usize, f64)>,
+    threads: usize,
+}
+
+impl Estimate {
+    fn new(scenarios: usize, jobs: &[plan::Job], threads: usize) -> Estimate {
+        let mut left = vec![0; scenarios];
+        for job in jobs {
+            left[job.scenario] += 1;
+        }
+        Estimate { left, finished: vec![(0, 0.0); scenarios], threads: threads.max(1) }
+    }
+
+    fn finished(&mut self, scenario: usize, seconds: f64) {
+        self.left[scenario] = self.left[scenario].saturating_sub(1);
+        let (runs, took) = &mut self.finished[scenario];
+        *runs += 1;
+        *took += seconds;
+    }
+
+    /// Seconds left, once any run has finished.
+    fn seconds_left(&self) -> Option<f64> {
+        let (runs, took) =
+            self.finished.iter().fold((0, 0.0), |(runs, took), (more, longer)| (runs + more, took + longer));
+        if runs == 0 {
+            return None;
+        }
+        let overall = took / runs as f64;
+        let left: f64 = self
+            .left
+            .iter()
+            .zip(&self.finished)
+            .map(|(left, (runs, took))| *left as f64 * if *runs > 0 { took / *runs as f64 } else { overall })
+            .sum();
+        Some(left / self.threads as f64)
+    }
+}
+
 impl Progress<'_> {
+    #[allow(clippy::disallowed_methods)] // The bar's own clock, outside any simulation.
     fn show_until_done(&self) {
         let terminal = std::io::stderr().is_terminal();
+        let started = std::time::Instant::now();
         let mut printed_tenth = 0;
         loop {
             let done = self.done.load(Ordering::SeqCst);
             if !self.quiet {
                 let width = 40;
                 let filled = (done * width).checked_div(self.total).unwrap_or(width);
+                let seconds = self.estimate.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).seconds_left();
+                let left = time_left(started.elapsed(), seconds);
                 if terminal {
-                    eprint!("\r[{}{}] {done}/{} runs", "#".repeat(filled), ".".repeat(width - filled), self.total);
+                    eprint!(
+                        "\r[{}{}] {done}/{} runs{left}\x1b[K",
+                        "#".repeat(filled),
+                        ".".repeat(width - filled),
+                        self.total
+                    );
                     let _ = std::io::stderr().flush();
                 } else {
                     let tenth = (done * 10).checked_div(self.total).unwrap_or(10);
                     if tenth > printed_tenth {
                         printed_tenth = tenth;
-                        eprintln!("  {done}/{} runs", self.total);
+                        eprintln!("  {done}/{} runs{left}", self.total);
                     }
                 }
             }
@@ -384,14 +516,34 @@ impl Progress<'_> {
     }
 }
 
+/// `, about 3m20s left`; nothing in the first second or before any run
+/// has finished.
+fn time_left(elapsed: Duration, seconds: Option<f64>) -> String {
+    let Some(seconds) = seconds.filter(|_| elapsed >= Duration::from_secs(1)) else {
+        return String::new();
+    };
+    let left = seconds.round() as u64;
+    match left {
+        0..60 => format!(", about {left}s left"),
+        60..3600 => format!(", about {}m{:02}s left", left / 60, left % 60),
+        _ => format!(", about {}h{:02}m left", left / 3600, left % 3600 / 60),
+    }
+}
+
 /// Prints the table (or JSON), the details of single-seed runs and the
 /// replay commands; writes the trace and timeline.
 fn report(scenarios: &[Named], outcomes: &[Outcome], options: &Options) -> Result<(), String> {
     if options.json {
-        let json = json_report(scenarios, outcomes);
+        let json = json_report(scenarios, outcomes, options);
         println!("{}", serde_json::to_string_pretty(&json).map_err(|err| err.to_string())?);
     } else {
         print!("{}", table::render(scenarios, outcomes));
+        if let Some(shard) = options.shard {
+            println!(
+                "shard {shard}: these are one slice of the runs; an expected finding no run here showed is judged \
+                 when the shards' --json reports merge (cargo xtask sim --merge)"
+            );
+        }
     }
     if options.seed.is_some() && !options.json {
         for (named, outcome) in scenarios.iter().zip(outcomes) {
@@ -524,11 +676,18 @@ fn explain(named: &Named, outcome: &Outcome, options: &Options) {
         let bound = named.scenario.max_aborted_stops.unwrap_or_default();
         eprintln!("  seed {seed} aborted {aborted} key(s) before their work wound down; the bound is {bound}");
     }
-    for finding in &outcome.verdict.missing {
-        let ran = seeds(&named.scenario, options);
-        eprintln!("  expected {finding} ({}), but none of {} seed(s) showed it", finding.summary(), ran.len());
+    // A shard's runs are a slice: what none of them showed may show in
+    // another's.
+    let missing = if outcome.partial { &[][..] } else { &outcome.verdict.missing[..] };
+    for finding in missing {
+        let ran = outcome.reports.len() + outcome.errors.len();
+        eprintln!("  expected {finding} ({}), but none of {ran} seed(s) showed it", finding.summary());
     }
-    let seeds = options.seeds.map(|count| format!(" --seeds {count}")).unwrap_or_default();
+    let seeds = match (options.seeds, options.sweep) {
+        (Some(count), _) => format!(" --seeds {count}"),
+        (None, Some(sweep)) => format!(" --sweep {} --sweep-seed {}", sweep.runs, sweep.seed),
+        (None, None) => String::new(),
+    };
     match outcome.verdict.replay_seed() {
         Some(seed) => eprintln!("  replay: cargo xtask sim --scenario {name} --seed {seed}{planted}"),
         None if options.seed.is_some() => eprintln!(
@@ -564,3 +723,25 @@ mod json;
 use json::*;
 
 mod planted;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_weighs_each_scenario_by_its_own_runs() {
+        let job = |scenario| plan::Job { scenario, seed: 0, replay: false };
+        // Ten cheap runs of one scenario and two costly ones of another.
+        let jobs: Vec<plan::Job> = (0..10).map(|_| job(0)).chain([job(1), job(1)]).collect();
+        let mut estimate = Estimate::new(2, &jobs, 2);
+        assert_eq!(estimate.seconds_left(), None);
+        estimate.finished(0, 0.1);
+        // Nothing is known of the costly one yet: it is guessed at the mean.
+        assert!((estimate.seconds_left().unwrap() - (9.0 * 0.1 + 2.0 * 0.1) / 2.0).abs() < 1e-9);
+        estimate.finished(1, 30.0);
+        assert!((estimate.seconds_left().unwrap() - (9.0 * 0.1 + 30.0) / 2.0).abs() < 1e-9);
+        assert_eq!(time_left(Duration::from_secs(5), Some(3725.0)), ", about 1h02m left");
+        assert_eq!(time_left(Duration::from_secs(5), Some(200.0)), ", about 3m20s left");
+        assert_eq!(time_left(Duration::from_millis(500), Some(200.0)), "");
+    }
+}

@@ -35,7 +35,7 @@ use crate::history::{Entry, Event};
 
 /// How many windows were judged and how many were too short (or had nobody
 /// able to contend) to judge.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Windows {
     /// Windows long enough to hold the property to.
     pub checked: usize,

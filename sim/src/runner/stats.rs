@@ -7,7 +7,7 @@ use crate::history::StoreOpKind;
 use crate::world::Action;
 
 /// Figures from one run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Simulated seconds run.
     pub simulated_secs: f64,

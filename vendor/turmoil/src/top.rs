@@ -492,12 +492,15 @@ impl Link {
         rand: &mut dyn RngCore,
         host: &mut Host,
     ) -> u64 {
-        let deliverable = self
-            .deliverable
-            .entry(host.addr)
-            .or_default()
-            .drain(..)
-            .collect::<Vec<Envelope>>();
+        // hoplock patch (see `PATCHES.md`): a host with nothing to take
+        // costs a lookup, not a map entry and an empty vector each step.
+        let Some(queue) = self.deliverable.get_mut(&host.addr) else {
+            return 0;
+        };
+        if queue.is_empty() {
+            return 0;
+        }
+        let deliverable = queue.drain(..).collect::<Vec<Envelope>>();
         let syns = deliverable
             .iter()
             .filter(|envelope| matches!(envelope.message, Protocol::Tcp(crate::envelope::Segment::Syn(_))))

@@ -1,8 +1,12 @@
 //! `--json`: the machine-readable report, one object per scenario with every
 //! run's trace hash, findings, violations and figures. Other tools read it:
-//! its field names and values do not change.
+//! its field names and values do not change (fields are only added).
+//! `cargo xtask sim --merge` reads it back: a shard's report carries which
+//! slice it is and how many seeds the whole plan gives each scenario, so
+//! the merge can tell a complete set of shards from a partial one.
 
 use super::*;
+use serde::Deserialize;
 
 #[derive(Serialize)]
 pub(super) struct JsonScenario<'a> {
@@ -32,6 +36,15 @@ pub(super) struct JsonScenario<'a> {
     pub(super) diverged: Vec<(u64, String, String)>,
     pub(super) runs: Vec<JsonRun<'a>>,
     pub(super) errors: &'a [(u64, String)],
+    /// Seeds run twice to compare their traces.
+    pub(super) replayed: usize,
+    /// `K/N` when this is one shard's slice of the runs.
+    pub(super) shard: Option<String>,
+    /// How many seeds the whole plan runs the scenario with, over every
+    /// shard.
+    pub(super) planned_seeds: usize,
+    /// The seed a sweep drew its seeds from.
+    pub(super) sweep_seed: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -43,7 +56,11 @@ pub(super) struct JsonRun<'a> {
     pub(super) stats: &'a hoplock_sim::runner::Stats,
 }
 
-pub(super) fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -> Vec<JsonScenario<'a>> {
+pub(super) fn json_report<'a>(
+    scenarios: &'a [Named],
+    outcomes: &'a [Outcome],
+    options: &Options,
+) -> Vec<JsonScenario<'a>> {
     scenarios
         .iter()
         .zip(outcomes)
@@ -86,6 +103,32 @@ pub(super) fn json_report<'a>(scenarios: &'a [Named], outcomes: &'a [Outcome]) -
                 })
                 .collect(),
             errors: &outcome.errors,
+            replayed: outcome.replayed,
+            shard: options.shard.map(|shard| shard.to_string()),
+            planned_seeds: outcome.planned_seeds,
+            sweep_seed: options.sweep.map(|sweep| sweep.seed),
         })
         .collect()
+}
+
+/// One scenario of a `--json` report, as `--merge` reads it back.
+#[derive(Deserialize)]
+pub(super) struct ReadScenario {
+    pub(super) scenario: String,
+    pub(super) runs: Vec<ReadRun>,
+    pub(super) errors: Vec<(u64, String)>,
+    pub(super) diverged: Vec<(u64, String, String)>,
+    pub(super) replayed: usize,
+    pub(super) shard: Option<String>,
+    pub(super) planned_seeds: usize,
+    pub(super) sweep_seed: Option<u64>,
+}
+
+/// One run of a `--json` report, as `--merge` reads it back.
+#[derive(Deserialize)]
+pub(super) struct ReadRun {
+    pub(super) seed: u64,
+    pub(super) trace_hash: String,
+    pub(super) violations: Vec<hoplock_sim::invariants::Violation>,
+    pub(super) stats: hoplock_sim::runner::Stats,
 }
