@@ -117,7 +117,7 @@ pub fn start(root: &Path) -> Result<Azurite, String> {
 /// Creates `container` with a request signed by the development key.
 #[expect(clippy::disallowed_methods, reason = "the request's x-ms-date is the real wall clock's")]
 fn create_container(addr: SocketAddr, container: &str) -> io::Result<u16> {
-    let date = http_date(SystemTime::now());
+    let date = hoplock::s3::xml::format_http_date(SystemTime::now());
     let version = "2021-08-06";
     let string_to_sign = format!(
         "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n/{ACCOUNT}/{ACCOUNT}/{container}\nrestype:container"
@@ -129,27 +129,6 @@ fn create_container(addr: SocketAddr, container: &str) -> io::Result<u16> {
     let authorization = format!("SharedKey {ACCOUNT}:{signature}");
     let headers = [("x-ms-date", date.as_str()), ("x-ms-version", version), ("Authorization", authorization.as_str())];
     http_with_headers(addr, "PUT", &format!("/{ACCOUNT}/{container}?restype=container"), &headers, b"")
-}
-
-/// `Sun, 06 Dec 2026 06:14:41 GMT`.
-fn http_date(at: SystemTime) -> String {
-    let secs = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let (hour, minute, second) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let month_name =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(month - 1) as usize];
-    format!("{weekday}, {day:02} {month_name} {year} {hour:02}:{minute:02}:{second:02} GMT")
 }
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -193,7 +172,7 @@ mod tests {
         assert_eq!(base64_decode("aG9wbG9jayE=").as_deref(), Some(&b"hoplock!"[..]));
         assert_eq!(base64_decode(ACCOUNT_KEY).map(|key| key.len()), Some(64));
         assert_eq!(
-            http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_537_681)),
+            hoplock::s3::xml::format_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_537_681)),
             "Sun, 06 Dec 2026 06:14:41 GMT"
         );
     }
