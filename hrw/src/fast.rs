@@ -134,6 +134,22 @@ impl Kernel {
         }
     }
 
+    /// The index of the first member at or after `from` whose weight is at
+    /// least `floor`, if any: what `is_owner` asks, since one heavier member
+    /// ends the question and it usually turns up within a few members.
+    #[inline]
+    pub(crate) fn first_at_least(self, key_hash: u64, members: &[u64], from: usize, floor: u64) -> Option<usize> {
+        match self {
+            Kernel::Scalar => first_at_least_scalar(key_hash, members, from, floor),
+            // SAFETY: as in `owner`.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::first_at_least_avx2(key_hash, members, from, floor) },
+            // SAFETY: as in `owner`.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::first_at_least_avx512(key_hash, members, from, floor) },
+        }
+    }
+
     /// The best `n` members, best first, handed to `emit` by index.
     #[inline]
     pub(crate) fn top(self, key_hash: u64, members: &[u64], n: usize, mut emit: impl FnMut(usize)) {
@@ -227,6 +243,11 @@ pub(crate) fn owner_scalar(key_hash: u64, members: &[u64]) -> Option<usize> {
         }
     }
     Some(best.1)
+}
+
+#[inline]
+pub(crate) fn first_at_least_scalar(key_hash: u64, members: &[u64], from: usize, floor: u64) -> Option<usize> {
+    members.get(from..)?.iter().position(|&member| weight(key_hash, member) >= floor).map(|offset| from + offset)
 }
 
 /// How many members the two-pass kernels weigh into a stack buffer before

@@ -230,6 +230,9 @@ impl MemberSet {
         if small && !self.is_weighted() {
             return self.owner_index(key).is_some_and(|i| self.members[i].id == self_id);
         }
+        if !self.is_weighted() && self.options.weight_fn == WeightFn::Fast {
+            return self.is_owner_fast(fast::key_hash(key), self_id);
+        }
         let mut weigher = self.weigher(key);
         if self.is_weighted() {
             let Some(me) = self.position(self_id) else {
@@ -254,6 +257,30 @@ impl MemberSet {
         );
         // Nobody outweighs self_id; it owns the key only if it is a member.
         !beaten && self.position(self_id).is_some()
+    }
+
+    /// `is_owner` for the unweighted fast weight: the kernel finds the
+    /// first member at least as heavy as self, and only an equal weight
+    /// (self itself, or a full 64-bit collision) looks at ids. Meeting self's
+    /// own id there also proves membership, so the owner case needs no
+    /// search for self.
+    fn is_owner_fast(&self, key: u64, self_id: &str) -> bool {
+        let mine = fast::weight(key, fast::member_hash(self_id.as_bytes()));
+        let mut member = false;
+        let mut from = 0;
+        while let Some(index) = self.kernel.first_at_least(key, &self.fast_hashes, from, mine) {
+            if fast::weight(key, self.fast_hashes[index]) > mine {
+                return false;
+            }
+            match self.members[index].id.as_str().cmp(self_id) {
+                // Equal weights go to the smaller id, as in `owner`.
+                std::cmp::Ordering::Less => return false,
+                std::cmp::Ordering::Equal => member = true,
+                std::cmp::Ordering::Greater => {}
+            }
+            from = index + 1;
+        }
+        member
     }
 
     /// The owner of `key` followed by its failover successors, at most `n`
@@ -464,6 +491,22 @@ mod tests {
             let scalar = set(&ids, WeightFn::Fast, Simd::Off);
             prop_assert_eq!(auto.owner(&key), scalar.owner(&key));
             prop_assert_eq!(auto.replicas(&key, n), scalar.replicas(&key, n));
+        }
+
+        #[test]
+        fn is_owner_agrees_with_owner_past_the_plain_scan(ids in proptest::collection::btree_set("[a-z0-9]{1,6}", 0..120),
+                                                          key in ".{0,20}", stranger in "[A-Z]{1,4}") {
+            // Sets past IS_OWNER_SCAN_MAX_FAST take the early-exit kernels;
+            // the stranger (upper case, so never a member) owns nothing.
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            for simd in [Simd::Auto, Simd::Off] {
+                let s = set(&ids, WeightFn::Fast, simd);
+                let owner = s.owner(&key).map(|m| m.id.clone());
+                for id in &ids {
+                    prop_assert_eq!(s.is_owner(&key, id), owner.as_deref() == Some(*id));
+                }
+                prop_assert!(!s.is_owner(&key, &stranger));
+            }
         }
     }
 }

@@ -375,7 +375,7 @@ impl Agenda {
     }
 
     /// Writes down a timer due at `at`; dropping the result strikes it out.
-    fn arm(&self, at: Duration) -> Armed {
+    pub(crate) fn arm(&self, at: Duration) -> Armed {
         let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
         *self.lock().entry(nanos).or_default() += 1;
         Armed { agenda: self.clone(), nanos }
@@ -384,7 +384,7 @@ impl Agenda {
 
 /// One timer on an [`Agenda`], struck out when dropped.
 #[derive(Debug)]
-struct Armed {
+pub(crate) struct Armed {
     agenda: Agenda,
     nanos: u64,
 }

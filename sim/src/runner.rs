@@ -3,7 +3,8 @@
 //! The runner owns the turmoil simulation: it registers the fake S3 and the
 //! nodes as hosts, steps the simulation tick by tick, applies the fault
 //! schedule between ticks, and finally hands the history to the checkers.
-//! Ticks in which nothing can happen are stepped over in one go (see
+//! Ticks in which nothing can happen are stepped over in one go, and in the
+//! other ticks a host with nothing to do sits the tick out (see
 //! [`advance`]).
 //! Everything random is drawn from the one seed, so a seed replays a run
 //! exactly.
@@ -90,9 +91,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         .build();
 
     let history = History::default();
-    // Each host's timers, for `advance`: the store's first, then the nodes'.
+    // Each host's timers, for `advance`, by host name.
     let store_agenda = Agenda::default();
-    let mut agendas = vec![store_agenda.clone()];
+    let mut agendas = BTreeMap::from([(S3_HOST.to_string(), store_agenda.clone())]);
     let (store_events, received) = mpsc::channel::<fake_s3::Event>();
     // The schedule's own writes to the key run inside the store's host, on
     // its clock, at the next tick.
@@ -136,7 +137,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let mut controls = Controls { hosts, operator: Some(operator), ..Controls::default() };
     for (index, spec) in world.nodes.iter().enumerate() {
         let agenda = Agenda::default();
-        agendas.push(agenda.clone());
+        agendas.insert(spec.name.clone(), agenda.clone());
         let pause = ClockControl::with_agenda(agenda);
         let stop = Arc::new(tokio::sync::watch::channel(false).0);
         let abandon = Arc::new(tokio::sync::watch::channel(false).0);
@@ -179,7 +180,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // Hosts have software that has not run yet: the first tick is stepped
     // alone.
     let mut woken = true;
-    let mut wakes_seen = sim.unannounced_wakes();
+    let mut seen = Unannounced::read(&sim);
     while sim.elapsed() < duration {
         let now = sim.elapsed();
         // Who can contend changes only when an action applies or a pause
@@ -200,6 +201,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             } else {
                 scheduled.action.clone()
             };
+            catch_up(&mut sim, &agendas, &history)?;
             apply(&mut sim, &action, &controls, &reach, &mut resumes, now, &history);
             reach.apply(&action, now);
             reach_changed = true;
@@ -208,6 +210,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             membership_touched |=
                 matches!(action, Action::DeleteMembers | Action::WriteMembers { .. } | Action::ResetMembers { .. });
             *fault_counts.entry(action.verb()).or_default() += 1;
+        }
+        if resumes.iter().any(|(at, _, _)| *at <= now) {
+            catch_up(&mut sim, &agendas, &history)?;
         }
         resumes.retain(|(at, node, held)| {
             if *at > now {
@@ -239,7 +244,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             Some(duration),
         ];
         let look_at = next_look.into_iter().flatten().min().unwrap_or(duration);
-        advance(&mut sim, &agendas, &history, tick, look_at, std::mem::take(&mut woken), &mut wakes_seen)?;
+        advance(&mut sim, &agendas, &history, tick, look_at, std::mem::take(&mut woken), &mut seen)?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
         }
@@ -256,6 +261,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // every node stopped so that nothing new starts: a read that saw a write
     // must find that write in the history, even if the write's reply was
     // still on its way when the run ended.
+    catch_up(&mut sim, &agendas, &history)?;
     for name in world.node_names() {
         sim.crash(name.as_str());
     }
@@ -263,7 +269,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     let drain_until = duration + 2 * (world.s3.faults.longest_latency() + network) + Duration::from_secs(1);
     woken = true;
     while sim.elapsed() < drain_until {
-        advance(&mut sim, &agendas, &history, tick, drain_until, std::mem::take(&mut woken), &mut wakes_seen)?;
+        advance(&mut sim, &agendas, &history, tick, drain_until, std::mem::take(&mut woken), &mut seen)?;
         for event in received.try_iter() {
             record_store_event(&history, &event, &mut fault_counts);
         }
@@ -335,33 +341,49 @@ pub fn judge(world: &World, mut entries: Vec<Entry>, recorded: Recorded) -> Repo
 /// host sent anything or recorded anything means a wake-up the agenda
 /// missed, and the run fails loudly rather than quietly delivering a
 /// message late.
+///
+/// A tick that cannot be stepped over is one tick for the world but not
+/// for every host: a host runs in it only if it has a message to take, a
+/// timer due by the tick's end, or a connect answered (turmoil's
+/// [`turmoil::Sim::step_gated`] with an [`AgendaGate`]); the others sit it
+/// out and live the ticks they missed in one go just before they next run,
+/// which the same check guards: a host that sends or records anything then
+/// fails the run. In a world of twenty members most hosts have nothing to
+/// do in most ticks. Traces can differ from running every host every tick,
+/// for the reason above: a host's scheduler ticks fewer times.
 fn advance(
     sim: &mut turmoil::Sim<'_>,
-    agendas: &[Agenda],
+    agendas: &BTreeMap<String, Agenda>,
     history: &History,
     tick: Duration,
     look_at: Duration,
     woken: bool,
-    wakes_seen: &mut u64,
+    seen: &mut Unannounced,
 ) -> Result<(), SimError> {
     let now = sim.elapsed();
     // A step in which a SYN arrived or a message was dropped may have woken
     // a task on one host from another without a message (turmoil answers a
     // connect through a channel); that task runs in the next step, which is
-    // therefore a single tick.
-    let silently_woken = std::mem::replace(wakes_seen, sim.unannounced_wakes()) != *wakes_seen;
+    // therefore a single tick. turmoil knows which host a connect woke and
+    // runs it; a drop may have woken any host, so all of them run.
+    let last = std::mem::replace(seen, Unannounced::read(sim));
+    let silently_woken = last.wakes != seen.wakes;
+    let dropped = last.drops != seen.drops;
     let failed = |err: Box<dyn std::error::Error>| SimError::Failed(err.to_string());
     let ticks_until = |at: Duration| at.saturating_sub(now).as_nanos() / tick.as_nanos();
     // After `n` ticks the clock must stay short of the next timer, which
     // then fires in a tick of its own, and must not go past the first tick
     // boundary at or after `look_at`, where stepping tick by tick would
     // have looked.
-    let next_due = agendas.iter().filter_map(Agenda::next_due).min();
+    let next_due = agendas.values().filter_map(Agenda::next_due).min();
     let before_timer = next_due.map_or(u128::MAX, |due| ticks_until(due.saturating_sub(Duration::from_nanos(1))));
     let to_look = ticks_until(look_at + tick - Duration::from_nanos(1));
     let ticks = before_timer.min(to_look);
     if woken || silently_woken || ticks < 2 || sim.in_flight() > 0 {
-        sim.step().map_err(failed)?;
+        // A connect answered in the last step wakes only its own host,
+        // which turmoil runs by itself; a drop may wake any.
+        let mut gate = AgendaGate { agendas, everyone: woken || dropped, history, recorded: 0 };
+        sim.step_gated(tick, &mut gate).map_err(failed)?;
         return Ok(());
     }
     let (recorded, sent) = (history.len(), sim.messages_sent());
@@ -369,7 +391,7 @@ fn advance(
     sim.step_by(span).map_err(failed)?;
     // Anything sent in the span (delivered at once, dropped or still on its
     // way), a connect answered, or anything recorded means a host acted.
-    let acted = sim.messages_sent() != sent || sim.unannounced_wakes() != *wakes_seen;
+    let acted = sim.messages_sent() != sent || sim.unannounced_wakes() != seen.wakes;
     if acted || sim.in_flight() > 0 || history.len() != recorded {
         return Err(SimError::Failed(format!(
             "something happened while the runner stepped over {span:?} from {now:?} believing nothing could: a \
@@ -377,6 +399,65 @@ fn advance(
         )));
     }
     Ok(())
+}
+
+/// The network's counts of wake-ups that come without a message, as the
+/// runner last read them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Unannounced {
+    /// SYNs handed to hosts plus messages dropped.
+    wakes: u64,
+    /// Messages dropped.
+    drops: u64,
+}
+
+impl Unannounced {
+    fn read(sim: &turmoil::Sim<'_>) -> Unannounced {
+        Unannounced { wakes: sim.unannounced_wakes(), drops: sim.messages_dropped() }
+    }
+}
+
+/// Brings every host that sat out steps up to the simulation's time, with
+/// the same check as in a step: the runner does this before it acts on hosts
+/// from outside (a crash, a restart, a pause, a clock's suspend) and before
+/// it stops them at the end, so no host meets an action with a clock that
+/// lags, and no wake-up the agendas missed goes unnoticed at the end.
+fn catch_up(sim: &mut turmoil::Sim<'_>, agendas: &BTreeMap<String, Agenda>, history: &History) -> Result<(), SimError> {
+    let mut gate = AgendaGate { agendas, everyone: true, history, recorded: 0 };
+    sim.catch_up(&mut gate).map_err(|err| SimError::Failed(err.to_string()))
+}
+
+/// Which hosts run in a one-tick step: every host when something woke tasks
+/// from outside (`everyone`), else those with a timer due by the step's end;
+/// [`turmoil::Sim::step_gated`] adds those with a message to take. A host
+/// that sat out steps and then records anything while it lives them has
+/// acted on a wake-up its agenda did not know of, and the run fails.
+struct AgendaGate<'a> {
+    agendas: &'a BTreeMap<String, Agenda>,
+    everyone: bool,
+    history: &'a History,
+    /// The history's length when the host now catching up began to.
+    recorded: usize,
+}
+
+impl turmoil::HostGate for AgendaGate<'_> {
+    fn must_run(&mut self, host: &str, until: Duration) -> bool {
+        self.everyone || self.agendas.get(host).is_none_or(|agenda| agenda.next_due().is_some_and(|due| due <= until))
+    }
+
+    fn catching_up(&mut self, _host: &str) {
+        self.recorded = self.history.len();
+    }
+
+    fn caught_up(&mut self, host: &str) -> turmoil::Result {
+        if self.history.len() != self.recorded {
+            return Err(format!(
+                "{host} recorded an event while living steps it sat out believing it had nothing to do: a \
+                 simulated timer or wake-up its clock's agenda does not know of"
+            ))?;
+        }
+        Ok(())
+    }
 }
 
 mod faults;
@@ -390,3 +471,33 @@ use context::*;
 mod stats;
 pub use stats::Stats;
 use stats::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turmoil::HostGate;
+
+    #[test]
+    fn the_agenda_gate_runs_hosts_with_a_timer_due_and_refuses_a_host_that_recorded_while_catching_up() {
+        let agenda = Agenda::default();
+        let agendas = BTreeMap::from([("a".to_string(), agenda.clone())]);
+        let history = History::default();
+        let mut gate = AgendaGate { agendas: &agendas, everyone: false, history: &history, recorded: 0 };
+        // No timer: nothing to run for; a host the gate has no agenda for
+        // always runs.
+        assert!(!gate.must_run("a", Duration::from_secs(1)));
+        assert!(gate.must_run("stranger", Duration::from_secs(1)));
+        let armed = agenda.arm(Duration::from_millis(1_500));
+        assert!(!gate.must_run("a", Duration::from_secs(1)));
+        assert!(gate.must_run("a", Duration::from_millis(1_500)));
+        drop(armed);
+        assert!(!gate.must_run("a", Duration::from_secs(2)));
+
+        gate.catching_up("a");
+        assert!(gate.caught_up("a").is_ok());
+        gate.catching_up("a");
+        history.record(Duration::from_secs(1), "a", Event::ElectorError { message: "late".into() });
+        let err = gate.caught_up("a").expect_err("a recorded while it lived steps it sat out");
+        assert!(err.to_string().contains("a recorded an event while living steps it sat out"), "{err}");
+    }
+}

@@ -33,6 +33,13 @@ pub struct Source {
 
 /// The scenario table of a whole `cargo xtask sim` run.
 const SIM: Source = Source { file: "docs/results/sim.txt", command: "cargo xtask sim > docs/results/sim.txt" };
+/// The simulator's speed against an earlier commit's, the same run made by
+/// both side by side.
+const SIM_SPEED: Source = Source {
+    file: "docs/results/sim-speed.txt",
+    command: "cargo xtask sim --json --jobs 1 > new.json, and at the same time the same with the base commit's \
+              xtask > base.json; then cargo xtask sim --speedup base.json new.json > docs/results/sim-speed.txt",
+};
 /// The planted bugs and the scenarios that catch each.
 const PLANTED: Source = Source {
     file: "docs/results/planted.txt",
@@ -69,8 +76,8 @@ const CHAOS_PLANTED: Source = Source {
 };
 
 /// Every stored result, for `--help` and the error messages.
-pub const SOURCES: [&Source; 8] =
-    [&SIM, &PLANTED, &COMPARE_POLL, &HRW_BENCH, &CHECK_S3, &MUTANTS, &CHAOS, &CHAOS_PLANTED];
+pub const SOURCES: [&Source; 9] =
+    [&SIM, &SIM_SPEED, &PLANTED, &COMPARE_POLL, &HRW_BENCH, &CHECK_S3, &MUTANTS, &CHAOS, &CHAOS_PLANTED];
 
 /// One kind of generated block: its name in the markers and how it is
 /// written from the stored results.
@@ -83,6 +90,7 @@ struct Block {
 const BLOCKS: &[Block] = &[
     Block { name: "sim-table", render: |root| Ok(fenced(&read(root, &SIM)?)) },
     Block { name: "sim-totals", render: |root| SimResults::parse(&read(root, &SIM)?)?.totals() },
+    Block { name: "sim-speed", render: |root| Ok(fenced(&read(root, &SIM_SPEED)?)) },
     Block { name: "keyed-costs", render: |root| SimResults::parse(&read(root, &SIM)?)?.keyed_costs() },
     Block { name: "planted", render: |root| Ok(fenced(&read(root, &PLANTED)?)) },
     Block { name: "compare-poll", render: |root| Ok(fenced(&read(root, &COMPARE_POLL)?)) },

@@ -26,6 +26,7 @@ use serde::Serialize;
 mod compare;
 mod merge;
 mod progress;
+mod speedup;
 use progress::{Estimate, Progress};
 mod plan;
 mod swarm;
@@ -46,6 +47,10 @@ const USAGE: &str = "usage: cargo xtask sim [options]
                     (K from 1); with --json, the slices merge into one report
   --merge FILE...   read the --json reports of a run's shards and print the
                     table, verdicts and exit status the whole run would have
+  --speedup BASE NEW
+                    read the --json reports of one run made by two commits
+                    (side by side, --jobs 1 each) and print how much faster
+                    the second is: keyed worlds, the whole run, traces
   --json            print a machine-readable report instead of the table
   --trace FILE      write the run's history as JSON lines (one run only)
   --timeline FILE   draw the run as an SVG picture (one run only)
@@ -83,6 +88,7 @@ struct Options {
     sweep: Option<plan::Sweep>,
     shard: Option<plan::Shard>,
     merge: Vec<PathBuf>,
+    speedup: Vec<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -110,6 +116,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--sweep-seed" => sweep_seed = Some(flags.number("--sweep-seed")?),
             "--shard" => options.shard = Some(plan::Shard::parse(&flags.value("--shard")?)?),
             "--merge" => options.merge = flags.values("--merge")?.into_iter().map(PathBuf::from).collect(),
+            "--speedup" => options.speedup = flags.values("--speedup")?.into_iter().map(PathBuf::from).collect(),
             "--json" => options.json = true,
             "--trace" => options.trace = Some(flags.value("--trace")?.into()),
             "--timeline" => options.timeline = Some(flags.value("--timeline")?.into()),
@@ -174,6 +181,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--shard slices a whole run; it goes without --compare, --swarm, --trace, --timeline and --seed".into()
         );
     }
+    if !options.speedup.is_empty() {
+        if options.speedup.len() != 2 {
+            return Err("--speedup takes two reports: the base commit's and the new one's".into());
+        }
+        if !options.merge.is_empty() || options.json || !options.scenarios.is_empty() || another_mode {
+            return Err("--speedup reads two finished reports and prints a table; it goes alone".into());
+        }
+    }
     if !options.merge.is_empty() {
         let alone = options.scenarios.is_empty()
             && options.seeds.is_none()
@@ -207,6 +222,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let root = crate::workspace_root()?;
     if !options.merge.is_empty() {
         return merge::run(root, &options);
+    }
+    if !options.speedup.is_empty() {
+        return speedup::run(root, &options);
     }
     if let Some(planted) = &options.planted {
         if !cfg!(feature = "planted") {

@@ -41,6 +41,29 @@ proptest! {
     }
 }
 
+proptest! {
+    #[test]
+    fn every_kernel_finds_the_first_member_at_least_as_heavy(
+        key in any::<u64>(),
+        members in members_strategy(),
+        from in 0usize..80,
+        pick in any::<prop::sample::Index>(),
+        floor_offset in 0u64..3,
+    ) {
+        // A floor taken from a member's own weight (a little below, at or
+        // above it) makes hits and near misses common.
+        let floor = if members.is_empty() {
+            floor_offset
+        } else {
+            weight(key, members[pick.index(members.len())]).wrapping_add(floor_offset).wrapping_sub(1)
+        };
+        let expected = (from..members.len()).find(|&i| weight(key, members[i]) >= floor);
+        for kernel in Kernel::available() {
+            prop_assert_eq!(kernel.first_at_least(key, &members, from, floor), expected, "{:?}", kernel);
+        }
+    }
+}
+
 #[test]
 fn kernels_agree_on_every_length_up_to_three_chunks() {
     for len in 0..=40usize {

@@ -7,7 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::super::select::Best;
-use super::{MIX_MUL_1, MIX_MUL_2, owner_scalar, top_scalar, weight};
+use super::{MIX_MUL_1, MIX_MUL_2, first_at_least_scalar, owner_scalar, top_scalar, weight};
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
@@ -41,6 +41,31 @@ fn weigh_tail8(key: __m512i, members: &[u64], at: usize) -> (__m512i, __mmask8) 
     // `tail`; masked-off lanes are not read.
     let loaded = unsafe { _mm512_maskz_loadu_epi64(valid, tail.as_ptr().cast()) };
     (mix_avx512(_mm512_xor_si512(key, loaded)), valid)
+}
+
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512DQ.
+#[target_feature(enable = "avx512f,avx512dq")]
+pub(super) unsafe fn first_at_least_avx512(key_hash: u64, members: &[u64], from: usize, floor: u64) -> Option<usize> {
+    let len = members.len();
+    let key = _mm512_set1_epi64(key_hash as i64);
+    let floor_lanes = _mm512_set1_epi64(floor as i64);
+    let mut at = from;
+    while at + 8 <= len {
+        let hits = _mm512_cmpge_epu64_mask(weigh8(key, members, at), floor_lanes);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+        at += 8;
+    }
+    if at < len {
+        let (weights, valid) = weigh_tail8(key, members, at);
+        let hits = _mm512_mask_cmpge_epu64_mask(valid, weights, floor_lanes);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+    }
+    None
 }
 
 /// # Safety
@@ -444,6 +469,27 @@ fn weigh4_flipped(key: __m256i, members: &[u64], at: usize) -> __m256i {
     let z = mullo_avx2(z, m2, m2_hi);
     let z = _mm256_xor_si256(z, _mm256_srli_epi64::<31>(z));
     _mm256_xor_si256(z, _mm256_set1_epi64x(SIGN))
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn first_at_least_avx2(key_hash: u64, members: &[u64], from: usize, floor: u64) -> Option<usize> {
+    let len = members.len();
+    let key = _mm256_set1_epi64x(key_hash as i64);
+    // With the sign bits flipped, a signed `floor > w` is the unsigned one,
+    // and the lanes where it fails are the hits.
+    let floor_flipped = _mm256_set1_epi64x((floor as i64) ^ SIGN);
+    let mut at = from;
+    while at + 4 <= len {
+        let below = _mm256_cmpgt_epi64(floor_flipped, weigh4_flipped(key, members, at));
+        let hits = !_mm256_movemask_pd(_mm256_castsi256_pd(below)) & 0b1111;
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+        at += 4;
+    }
+    first_at_least_scalar(key_hash, members, at, floor)
 }
 
 /// # Safety

@@ -193,12 +193,16 @@ impl KeyWork {
             }
             if acting.key < work.fenced_keys {
                 // Writes as a careful user's work does: only while the
-                // right to act for the key holds.
+                // right to act for the key holds. One wait for the
+                // cancellation serves every write, rather than a new one
+                // (with its own timer at the term's end) per write.
+                let cancelled = right.cancelled();
+                tokio::pin!(cancelled);
                 while !right.is_cancelled() {
                     acting.write();
                     tokio::select! {
                         biased;
-                        () = right.cancelled() => break,
+                        () = &mut cancelled => break,
                         () = work.clock.sleep_until(work.clock.now() + work.write_every) => {}
                     }
                 }
@@ -230,7 +234,10 @@ pub(super) fn spawn_recorder(
     let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<Note>();
     let (history, node, downstream) = (context.history.clone(), context.spec.name.clone(), context.downstream.clone());
     let latency_ms = keyed.fenced_latency_ms;
+    let wire_queue = Rc::new(WireQueue::default());
+    spawn_wire(wire_queue.clone(), wire.clone(), history.clone(), node.clone(), downstream);
     tokio::task::spawn_local(async move {
+        use hoplock::clock::Clock;
         // Drawn here, in the order the notes arrive, so every run of a
         // seed draws the same delays.
         let mut delays = delays_seed;
@@ -239,20 +246,74 @@ pub(super) fn spawn_recorder(
                 Note::Event(at, event) => history.record(at, &node, event),
                 Note::Write { key, round, incarnation, sent } => {
                     let delay = Duration::from_millis(splitmix64(&mut delays) % (latency_ms + 1));
-                    let (history, node, downstream) = (history.clone(), node.clone(), downstream.clone());
                     let sent_us = u64::try_from(sent.as_micros()).unwrap_or(u64::MAX);
-                    // Timed on the node's clock, whose timers the runner
-                    // knows of; a pause of the node holds these back too,
-                    // which only makes them later.
-                    let wire = wire.clone();
-                    tokio::task::spawn_local(async move {
-                        use hoplock::clock::Clock;
-                        wire.sleep_until(wire.now() + delay).await;
-                        downstream.write_key(&history, &node, key, round, incarnation, sent_us);
-                    });
+                    wire_queue.push(wire.now() + delay, InFlight { key, round, incarnation, sent_us });
                 }
             }
         }
     });
     events
+}
+
+/// A fenced write on its way downstream.
+struct InFlight {
+    key: u32,
+    round: u64,
+    incarnation: String,
+    sent_us: u64,
+}
+
+/// The node's fenced writes in flight, by when they land (on the node's
+/// clock) and then in the order they were sent.
+#[derive(Default)]
+struct WireQueue {
+    writes: std::cell::RefCell<std::collections::BTreeMap<(hoplock::clock::Instant, u64), InFlight>>,
+    sent: Cell<u64>,
+    /// Wakes the wire when a write lands sooner than the one it waits for.
+    arrived: tokio::sync::Notify,
+}
+
+impl WireQueue {
+    fn push(&self, lands: hoplock::clock::Instant, write: InFlight) {
+        let order = self.sent.get();
+        self.sent.set(order + 1);
+        let sooner = self.writes.borrow().first_key_value().is_none_or(|((first, _), _)| lands < *first);
+        self.writes.borrow_mut().insert((lands, order), write);
+        if sooner {
+            self.arrived.notify_one();
+        }
+    }
+}
+
+/// The wire itself: one task, with one timer at the next landing, rather
+/// than a task and a timer per write. Timed on the node's clock, whose
+/// timers the runner knows of; a pause of the node holds the writes back
+/// too, which only makes them later.
+fn spawn_wire(queue: Rc<WireQueue>, wire: Arc<SimClock>, history: History, node: String, downstream: Downstream) {
+    tokio::task::spawn_local(async move {
+        use hoplock::clock::Clock;
+        loop {
+            let next = queue.writes.borrow().first_key_value().map(|((lands, _), _)| *lands);
+            let Some(lands) = next else {
+                queue.arrived.notified().await;
+                continue;
+            };
+            tokio::select! {
+                biased;
+                () = queue.arrived.notified() => continue,
+                () = wire.sleep_until(lands) => {}
+            }
+            let now = wire.now();
+            loop {
+                let write = {
+                    let mut writes = queue.writes.borrow_mut();
+                    match writes.first_entry() {
+                        Some(entry) if entry.key().0 <= now => entry.remove(),
+                        _ => break,
+                    }
+                };
+                downstream.write_key(&history, &node, write.key, write.round, write.incarnation, write.sent_us);
+            }
+        }
+    });
 }

@@ -3,5 +3,6 @@
 
 mod conformance;
 mod fake_s3;
+mod gated_steps;
 mod runs;
 mod scenarios;

@@ -216,7 +216,7 @@ mod rt;
 use rt::Rt;
 
 mod sim;
-pub use sim::Sim;
+pub use sim::{HostGate, Sim};
 
 mod top;
 use top::Topology;

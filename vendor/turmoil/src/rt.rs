@@ -66,6 +66,10 @@ pub struct Rt<'a> {
 
     /// Runtime configuration.
     config: Config,
+
+    /// Steps this host sat out, not yet run (hoplock patch: see
+    /// `PATCHES.md`). Its clock is this far behind the simulation's.
+    pub(crate) behind: Duration,
 }
 
 impl<'a> Rt<'a> {
@@ -84,6 +88,7 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            behind: Duration::ZERO,
         }
     }
 
@@ -104,6 +109,7 @@ impl<'a> Rt<'a> {
             nodename,
             handle: Some(handle),
             config,
+            behind: Duration::ZERO,
         }
     }
 
@@ -118,6 +124,7 @@ impl<'a> Rt<'a> {
             nodename: String::new().into(),
             handle: None,
             config,
+            behind: Duration::ZERO,
         }
     }
 

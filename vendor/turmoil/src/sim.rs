@@ -36,6 +36,10 @@ pub struct Sim<'a> {
     elapsed: Duration,
 
     steps: usize,
+
+    /// Hosts whose connects were answered in the last step, which run in
+    /// this one whatever the gate says (hoplock patch: see `PATCHES.md`).
+    answered: Vec<IpAddr>,
 }
 
 impl<'a> Sim<'a> {
@@ -52,6 +56,7 @@ impl<'a> Sim<'a> {
             since_epoch,
             elapsed: Duration::ZERO,
             steps: 1, // bumped after each step
+            answered: Vec::new(),
         }
     }
 
@@ -164,6 +169,9 @@ impl<'a> Sim<'a> {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
+            // hoplock patch: a host that sat out steps lives them first, so
+            // its clock is the simulation's when it goes down.
+            catch_up(&self.world, h, rt, &mut EveryHost).expect("a host acted while it sat out steps");
 
             self.world.borrow_mut().current = Some(h);
 
@@ -188,25 +196,36 @@ impl<'a> Sim<'a> {
 
     /// Bounces the resolved hosts. The software is restarted.
     pub fn bounce(&mut self, addrs: impl ToIpAddrs) {
-        self.run_with_hosts(addrs, |addr, rt| {
-            rt.bounce();
-
-            tracing::trace!(target: TRACING_TARGET, addr = ?addr, "Bounce");
-        });
-    }
-
-    /// Run `f` with the resolved hosts at `addrs` set on the world.
-    fn run_with_hosts(&mut self, addrs: impl ToIpAddrs, mut f: impl FnMut(IpAddr, &mut Rt)) {
         let hosts = self.world.borrow_mut().lookup_many(addrs);
         for h in hosts {
             let rt = self.rts.get_mut(&h).expect("missing host");
+            // hoplock patch: as in `crash`.
+            catch_up(&self.world, h, rt, &mut EveryHost).expect("a host acted while it sat out steps");
 
             self.world.borrow_mut().current = Some(h);
 
-            World::enter(&self.world, || f(h, rt));
+            World::enter(&self.world, || {
+                rt.bounce();
+
+                tracing::trace!(target: TRACING_TARGET, addr = ?h, "Bounce");
+            });
         }
 
         self.world.borrow_mut().current = None;
+    }
+
+    /// Brings every host that sat out steps of [`Sim::step_gated`] up to
+    /// the simulation's time, as [`Sim::step_gated`] does before a host's
+    /// turn; a caller about to act on hosts from outside, or to stop
+    /// stepping, calls this first so that nothing a host would have done
+    /// is left undone or unchecked.
+    ///
+    /// (hoplock patch: see `PATCHES.md`.)
+    pub fn catch_up(&mut self, gate: &mut dyn HostGate) -> Result {
+        for (&addr, rt) in self.rts.iter_mut() {
+            catch_up(&self.world, addr, rt, gate)?;
+        }
+        Ok(())
     }
 
     /// Check whether a host has software running.
@@ -403,6 +422,16 @@ impl<'a> Sim<'a> {
         self.world.borrow().topology.unannounced_wakes()
     }
 
+    /// How many messages were dropped so far (by a partition, random loss
+    /// or a link's state). A drop may wake a task on a host other than the
+    /// sender's without a message, and [`Sim::step_gated`] cannot tell
+    /// which: a caller that saw the count move should run every host next.
+    ///
+    /// (hoplock patch: see `PATCHES.md`.)
+    pub fn messages_dropped(&self) -> u64 {
+        self.world.borrow().topology.dropped()
+    }
+
     /// Run the simulation until all client hosts have completed.
     ///
     /// Executes a simple event loop that calls [step](#method.step) each
@@ -451,6 +480,18 @@ impl<'a> Sim<'a> {
     ///
     /// (hoplock patch: see `PATCHES.md`.)
     pub fn step_by(&mut self, tick: Duration) -> Result<bool> {
+        self.step_gated(tick, &mut EveryHost)
+    }
+
+    /// Step the simulation by `tick`, running only the hosts that have a
+    /// message to take, that were woken through the network without one
+    /// earlier in the step, or that `gate` says must run. The others sit the
+    /// step out: their clocks stay where they are, and the next time they
+    /// run they first live the steps they missed in one go, which `gate` is
+    /// told of and may refuse. A host with nothing to do costs nothing.
+    ///
+    /// (hoplock patch: see `PATCHES.md`.)
+    pub fn step_gated(&mut self, tick: Duration, gate: &mut dyn HostGate) -> Result<bool> {
         tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
 
         let mut is_finished = true;
@@ -464,15 +505,47 @@ impl<'a> Sim<'a> {
         // completes, extract the result and return early if an error is
         // encountered.
 
-        let (mut running, stopped): (Vec<_>, Vec<_>) = self
-            .rts
-            .iter_mut()
-            .partition(|(_, rt)| rt.is_software_running());
+        // hoplock patch: hosts by address rather than by reference, so that
+        // a host can be brought up to date while another one's turn is on.
+        let (mut running, stopped): (Vec<IpAddr>, Vec<IpAddr>) =
+            self.rts.keys().partition(|addr| self.rts[*addr].is_software_running());
         if self.config.random_node_order {
             running.shuffle(&mut self.world.borrow_mut().rng);
         }
 
-        for (&addr, rt) in running {
+        let until = self.elapsed + tick;
+        let drops_at_start = self.world.borrow().topology.dropped();
+        let answered_before = std::mem::take(&mut self.answered);
+        for addr in running {
+            let rt = self.rts.get_mut(&addr).expect("missing host");
+            let must_run = rt.is_client()
+                || answered_before.contains(&addr)
+                || self.answered.contains(&addr)
+                || {
+                    let world = self.world.borrow();
+                    world.topology.has_deliverable(addr) || world.topology.dropped() != drops_at_start
+                }
+                || gate.must_run(&rt.nodename, until);
+            if !must_run {
+                rt.behind += tick;
+                continue;
+            }
+            // A connect this host answers wakes the connecting host at once,
+            // so that host first lives the steps it sat out, up to the end
+            // of this one, as it would have before this turn.
+            let syn_sources = self.world.borrow().topology.syn_sources(addr);
+            for source in syn_sources.into_iter().filter(|source| *source != addr) {
+                if let Some(other) = self.rts.get_mut(&source) {
+                    catch_up(&self.world, source, other, gate)?;
+                }
+                // It runs in this step if its turn is still to come, and in
+                // the next one in case it came already.
+                if !self.answered.contains(&source) {
+                    self.answered.push(source);
+                }
+            }
+            let rt = self.rts.get_mut(&addr).expect("missing host");
+            catch_up(&self.world, addr, rt, gate)?;
             let _span_guard = tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
             {
                 let mut world = self.world.borrow_mut();
@@ -507,7 +580,7 @@ impl<'a> Sim<'a> {
 
         // Tick the nodes that are not actively running (i.e., crashed) to ensure their clock keeps up
         // with the rest of the simulation when they are restarted (bounced).
-        for (&addr, _rt) in stopped {
+        for addr in stopped {
             let mut world = self.world.borrow_mut();
             world.tick(addr, tick);
         }
@@ -524,6 +597,70 @@ impl<'a> Sim<'a> {
 
         Ok(is_finished)
     }
+}
+
+/// Decides which hosts may sit out a step of [`Sim::step_gated`] (hoplock
+/// patch: see `PATCHES.md`).
+pub trait HostGate {
+    /// Whether `host` must run in the step that ends at `until`, simulated
+    /// time since the start. Hosts with a message to take run regardless.
+    fn must_run(&mut self, host: &str, until: Duration) -> bool;
+
+    /// Called just before `host` lives the steps it sat out.
+    fn catching_up(&mut self, _host: &str) {}
+
+    /// Called just after; an error fails the step, as a host that acted in
+    /// steps it was believed to have nothing to do in.
+    fn caught_up(&mut self, _host: &str) -> Result {
+        Ok(())
+    }
+}
+
+/// The gate of [`Sim::step`]: every host runs every step.
+struct EveryHost;
+
+impl HostGate for EveryHost {
+    fn must_run(&mut self, _host: &str, _until: Duration) -> bool {
+        true
+    }
+}
+
+/// Lets a host that sat out steps live them in one tick of their total
+/// length, before anything new reaches it: timers inside fire at their own
+/// instants, as they would have, and a message sent in them would have
+/// been sent earlier, which is an error.
+fn catch_up(world: &RefCell<World>, addr: IpAddr, rt: &mut Rt, gate: &mut dyn HostGate) -> Result {
+    let behind = std::mem::take(&mut rt.behind);
+    if behind.is_zero() {
+        return Ok(());
+    }
+    if !rt.is_software_running() {
+        // Nothing runs there: only its clock moves on, as a stopped
+        // host's does in every step.
+        world.borrow_mut().tick(addr, behind);
+        return Ok(());
+    }
+    gate.catching_up(&rt.nodename);
+    let sent = world.borrow().topology.sent();
+    {
+        let mut world = world.borrow_mut();
+        world.current = Some(addr);
+        world.current_host_mut().timer.now(rt.now());
+    }
+    let ticked = World::enter(world, || rt.tick(behind));
+    {
+        let mut world = world.borrow_mut();
+        world.current = None;
+        world.tick(addr, behind);
+    }
+    ticked?;
+    if world.borrow().topology.sent() != sent {
+        return Err(format!(
+            "host {} sent a message while living {behind:?} it was believed to have nothing to do in",
+            rt.nodename
+        ))?;
+    }
+    gate.caught_up(&rt.nodename)
 }
 
 #[cfg(test)]

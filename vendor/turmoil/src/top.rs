@@ -280,9 +280,43 @@ impl Topology {
         }
     }
 
+    /// Whether a message waits to be handed to `addr` in this step (hoplock
+    /// patch: see `PATCHES.md`).
+    pub(crate) fn has_deliverable(&self, addr: IpAddr) -> bool {
+        self.links.iter().any(|(pair, link)| {
+            (pair.0 == addr || pair.1 == addr) && link.deliverable.get(&addr).is_some_and(|queue| !queue.is_empty())
+        })
+    }
+
+    /// The hosts whose SYNs wait to be handed to `addr` in this step: taking
+    /// one answers the connect through a channel, which wakes a task on the
+    /// sender without a message (hoplock patch: see `PATCHES.md`).
+    pub(crate) fn syn_sources(&self, addr: IpAddr) -> Vec<IpAddr> {
+        let mut sources = Vec::new();
+        for (pair, link) in &self.links {
+            if pair.0 != addr && pair.1 != addr {
+                continue;
+            }
+            let Some(queue) = link.deliverable.get(&addr) else {
+                continue;
+            };
+            for envelope in queue {
+                if matches!(envelope.message, Protocol::Tcp(crate::envelope::Segment::Syn(_))) {
+                    sources.push(envelope.src.ip());
+                }
+            }
+        }
+        sources
+    }
+
     /// Messages hosts sent so far (hoplock patch: see `PATCHES.md`).
     pub(crate) fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Messages dropped so far (hoplock patch: see `PATCHES.md`).
+    pub(crate) fn dropped(&self) -> u64 {
+        self.links.values().map(|link| link.dropped).sum()
     }
 
     /// SYNs handed to hosts plus messages dropped, so far: see the

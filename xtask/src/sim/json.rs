@@ -115,11 +115,18 @@ pub(super) fn json_report<'a>(
 #[derive(Deserialize)]
 pub(super) struct ReadScenario {
     pub(super) scenario: String,
+    /// Whether the run turned out as its file expects; `--speedup` says.
+    #[serde(default)]
+    pub(super) as_expected: bool,
     pub(super) runs: Vec<ReadRun>,
     pub(super) errors: Vec<(u64, String)>,
     pub(super) diverged: Vec<(u64, String, String)>,
+    /// Absent from reports of releases before sharding; `--speedup` reads
+    /// those too.
+    #[serde(default)]
     pub(super) replayed: usize,
     pub(super) shard: Option<String>,
+    #[serde(default)]
     pub(super) planned_seeds: usize,
     pub(super) sweep_seed: Option<u64>,
 }
