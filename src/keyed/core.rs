@@ -64,16 +64,14 @@ pub(crate) struct Core {
     running: BTreeMap<String, Round>,
     /// The keys it owns in the newest view, in key order.
     owned: Vec<String>,
-    /// The same keys, to look one up.
+    /// The same keys, to look one up; `owned` keeps their order, in which
+    /// they start.
     owned_lookup: BTreeSet<String>,
     /// The running keys not owned in the newest view: what must stop. Kept
     /// as keys start and stop and worked out again once per view, so the
     /// member's loop, which asks on every pass, does not weigh or look up
     /// every running key each time.
     unowned_running: BTreeSet<String>,
-    /// How many owned keys are running: when all are, nothing waits to
-    /// start.
-    owned_running: usize,
     keys: Arc<[String]>,
     /// Whether a read has found the object missing.
     read_missing: bool,
@@ -118,7 +116,6 @@ impl Core {
             owned: Vec::new(),
             owned_lookup: BTreeSet::new(),
             unowned_running: BTreeSet::new(),
-            owned_running: 0,
             keys,
             read_missing: false,
             active_members: None,
@@ -318,9 +315,8 @@ impl Core {
     }
 
     pub fn stopped(&mut self, key: &str) {
-        if self.running.remove(key).is_some() && !self.unowned_running.remove(key) {
-            self.owned_running -= 1;
-        }
+        self.running.remove(key);
+        self.unowned_running.remove(key);
     }
 
     /// Works out which running keys are owned in the newest view, after the
@@ -328,7 +324,6 @@ impl Core {
     fn index_running(&mut self) {
         let owned = &self.owned_lookup;
         self.unowned_running = self.running.keys().filter(|k| !owned.contains(k.as_str())).cloned().collect();
-        self.owned_running = self.running.len() - self.unowned_running.len();
     }
 
     /// Keys to start now, with their round: owned in the newest view, not
@@ -338,7 +333,9 @@ impl Core {
         if !self.term_holds(now) || self.vanished() || now < self.hold_new_until || !self.may_start_in(&seen.record) {
             return Vec::new();
         }
-        if self.owned_running == self.owned_lookup.len() {
+        // Every running key not among those to stop is owned: when they
+        // are as many as the owned keys, nothing waits to start.
+        if self.running.len() - self.unowned_running.len() == self.owned_lookup.len() {
             return Vec::new();
         }
         let round = self.round_for(seen.record.view);
@@ -364,12 +361,8 @@ impl Core {
     }
 
     pub fn started(&mut self, key: String, round: Round) {
-        if !self.running.contains_key(&key) {
-            if self.owned_lookup.contains(&key) {
-                self.owned_running += 1;
-            } else {
-                self.unowned_running.insert(key.clone());
-            }
+        if !self.owned_lookup.contains(&key) {
+            self.unowned_running.insert(key.clone());
         }
         self.running.insert(key, round);
     }

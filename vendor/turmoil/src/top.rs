@@ -280,33 +280,26 @@ impl Topology {
         }
     }
 
+    /// The queues of messages due to be handed to `addr` in this step, one
+    /// per link it is on (hoplock patch: see `PATCHES.md`).
+    fn deliverable_to(&self, addr: IpAddr) -> impl Iterator<Item = &VecDeque<Envelope>> {
+        self.links
+            .iter()
+            .filter(move |(pair, _)| pair.0 == addr || pair.1 == addr)
+            .filter_map(move |(_, link)| link.deliverable.get(&addr))
+    }
+
     /// Whether a message waits to be handed to `addr` in this step (hoplock
     /// patch: see `PATCHES.md`).
     pub(crate) fn has_deliverable(&self, addr: IpAddr) -> bool {
-        self.links.iter().any(|(pair, link)| {
-            (pair.0 == addr || pair.1 == addr) && link.deliverable.get(&addr).is_some_and(|queue| !queue.is_empty())
-        })
+        self.deliverable_to(addr).any(|queue| !queue.is_empty())
     }
 
     /// The hosts whose SYNs wait to be handed to `addr` in this step: taking
     /// one answers the connect through a channel, which wakes a task on the
     /// sender without a message (hoplock patch: see `PATCHES.md`).
     pub(crate) fn syn_sources(&self, addr: IpAddr) -> Vec<IpAddr> {
-        let mut sources = Vec::new();
-        for (pair, link) in &self.links {
-            if pair.0 != addr && pair.1 != addr {
-                continue;
-            }
-            let Some(queue) = link.deliverable.get(&addr) else {
-                continue;
-            };
-            for envelope in queue {
-                if matches!(envelope.message, Protocol::Tcp(crate::envelope::Segment::Syn(_))) {
-                    sources.push(envelope.src.ip());
-                }
-            }
-        }
-        sources
+        self.deliverable_to(addr).flatten().filter(|envelope| is_syn(envelope)).map(|envelope| envelope.src.ip()).collect()
     }
 
     /// Messages hosts sent so far (hoplock patch: see `PATCHES.md`).
@@ -322,7 +315,7 @@ impl Topology {
     /// SYNs handed to hosts plus messages dropped, so far: see the
     /// `syns_delivered` field (hoplock patch: see `PATCHES.md`).
     pub(crate) fn unannounced_wakes(&self) -> u64 {
-        self.syns_delivered + self.links.values().map(|link| link.dropped).sum::<u64>()
+        self.syns_delivered + self.dropped()
     }
 
     /// How many messages are on the network: sent and not yet handed to
@@ -537,7 +530,7 @@ impl Link {
         let deliverable = queue.drain(..).collect::<Vec<Envelope>>();
         let syns = deliverable
             .iter()
-            .filter(|envelope| matches!(envelope.message, Protocol::Tcp(crate::envelope::Segment::Syn(_))))
+            .filter(|envelope| is_syn(envelope))
             .count() as u64;
 
         for message in deliverable {
@@ -655,6 +648,12 @@ impl Link {
             .message_loss
             .get_or_insert_with(|| global.clone())
     }
+}
+
+/// Whether `envelope` carries a SYN, which its host answers through a
+/// channel rather than a message (hoplock patch: see `PATCHES.md`).
+fn is_syn(envelope: &Envelope) -> bool {
+    matches!(envelope.message, Protocol::Tcp(crate::envelope::Segment::Syn(_)))
 }
 
 #[cfg(test)]

@@ -69,7 +69,6 @@ fn render(base: &[ReadScenario], new: &[ReadScenario], keyed: &BTreeMap<String, 
     if base.len() != new.len() {
         return Err(format!("the base report holds {} scenarios, the new one {}", base.len(), new.len()));
     }
-    let mut out = String::new();
     let header = ["keyed world", "runs", "base sim-s/CPU-s", "new sim-s/CPU-s", "speed-up", "traces unchanged"];
     let mut rows = Vec::new();
     let (mut keyed_base, mut keyed_new, mut all_base, mut all_new) =
@@ -109,19 +108,7 @@ fn render(base: &[ReadScenario], new: &[ReadScenario], keyed: &BTreeMap<String, 
             ]);
         }
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|column| rows.iter().map(|row| row[column].len()).chain([header[column].len()]).max().unwrap_or(0))
-        .collect();
-    let line = |cells: &[&str]| {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let _ = writeln!(out, "{}", line(&header));
-    let rule: Vec<String> = widths.iter().map(|width| "-".repeat(*width)).collect();
-    let _ = writeln!(out, "{}", line(&rule.iter().map(String::as_str).collect::<Vec<_>>()));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
-    }
+    let mut out = table::columns(&header.map(String::from), &rows);
     let _ = writeln!(out);
     let _ = writeln!(
         out,
