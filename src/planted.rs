@@ -106,12 +106,16 @@ pub enum Bug {
     /// numbers, which no seed reaches, so a leave winds keys down in a
     /// different order from run to run and one seed gives two traces.
     SharedTermWatch,
+    /// K4: the keyed member's watchdog never wakes the keys at the term's
+    /// end, so a key stops only when the member's loop gets to it, which
+    /// may be a request's timeout later.
+    WatchdogAsleep,
 }
 
 #[cfg_attr(not(feature = "planted"), allow(dead_code))]
 impl Bug {
     /// Every bug, in rule order.
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 23] = [
         Bug::ReusedGeneration,
         Bug::ReleaseDeletes,
         Bug::LeadWhileUnreachable,
@@ -131,6 +135,7 @@ impl Bug {
         Bug::ReuseEntry,
         Bug::CreateWithoutFloor,
         Bug::ResumeOlderView,
+        Bug::WatchdogAsleep,
         Bug::SkipKeyedLockDelay,
         Bug::LeaseFromOwnership,
         Bug::SharedTermWatch,
@@ -161,6 +166,7 @@ impl Bug {
             Bug::ResumeOlderView => "resume-older-view",
             Bug::LeaseFromOwnership => "lease-from-ownership",
             Bug::SharedTermWatch => "shared-term-watch",
+            Bug::WatchdogAsleep => "watchdog-asleep",
         }
     }
 
@@ -185,6 +191,7 @@ impl Bug {
             Bug::SkipKeyedLockDelay => "K7",
             Bug::LeaseFromOwnership => "K8",
             Bug::SharedTermWatch => "D1",
+            Bug::WatchdogAsleep => "K4",
         }
     }
 }

@@ -113,7 +113,12 @@ impl<B: Backend> TermGuard<B> {
             // is running short. Attempts still never overlap, so one that
             // took longer than the pause is followed at once, and the rate
             // stays at most one attempt per pause or per attempt's length.
-            let retry_at = sent_at + inner.jittered(timing.poll_interval.min(timing.renew_interval / 2));
+            let retry_at = last_chance(
+                sent_at + inner.jittered(timing.poll_interval.min(timing.renew_interval / 2)),
+                inner.clock.now(),
+                sent_at,
+                held.ends_at,
+            );
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
                     inner.core().wrote(&record);
@@ -199,6 +204,20 @@ impl<B: Backend> TermGuard<B> {
     }
 }
 
+/// When to try a renewal again after an attempt sent at `sent_at` failed,
+/// given the jittered pause's `retry_at`. A retry that may not come back
+/// before the term ends (`ends_at`) is worth nothing: the term would be lost
+/// while it is in flight. A retry is therefore sent at the latest two of the
+/// failed attempt's round trips before the end (one for the attempt, one for
+/// the latency it varies by), so a store that stops refusing just before the
+/// term would end still gets one renewal in time.
+/// It is brought forward only to an instant still to come, so it never
+/// turns into a burst: the attempt made then leaves no room for another.
+fn last_chance(retry_at: Instant, now: Instant, sent_at: Instant, ends_at: Instant) -> Instant {
+    let latest = ends_at - now.saturating_duration_since(sent_at) * 2;
+    if retry_at > latest && latest > now { latest.min(retry_at) } else { retry_at }
+}
+
 impl<B: Backend> Drop for TermGuard<B> {
     fn drop(&mut self) {
         let Some(held) = self.held.take() else { return };
@@ -218,5 +237,36 @@ impl<B: Backend> Drop for TermGuard<B> {
                 let _ = inner.release(&held).await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn a_retry_that_comes_back_in_time_is_left_alone() {
+        // Sent at 1000, failed at 1020; the retry at 1200 is back by 1220.
+        assert_eq!(last_chance(at(1200), at(1020), at(1000), at(1500)), at(1200));
+        // Two round trips before the end is still in time.
+        assert_eq!(last_chance(at(1460), at(1320), at(1300), at(1500)), at(1460));
+    }
+
+    #[test]
+    fn a_retry_that_would_come_back_too_late_is_brought_forward() {
+        // The retry at 1490 might be back only after the end at 1500: it
+        // goes at 1460, two round trips before the end.
+        assert_eq!(last_chance(at(1490), at(1320), at(1300), at(1500)), at(1460));
+    }
+
+    #[test]
+    fn a_last_chance_already_past_does_not_start_a_burst() {
+        // The attempt sent at 1465 failed at 1485; 1500 − 40 has passed, so
+        // the retry keeps its pause and the term runs out.
+        assert_eq!(last_chance(at(1650), at(1485), at(1465), at(1500)), at(1650));
     }
 }

@@ -10,7 +10,7 @@ use crate::hrw::{KeyLease, Round};
 
 /// How long a member's term is good for: until cancelled, and no later than
 /// `until` on its monotonic clock (moved on by every confirmed write).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Term {
     pub cancelled: bool,
     pub until: Instant,
@@ -83,6 +83,10 @@ impl KeyContext {
     }
 
     /// Completes once this member may no longer act for the key.
+    ///
+    /// It arms no timer: the member wakes it when the key must stop, when
+    /// the term is cancelled or ends sooner, and, through its watchdog,
+    /// when the term has ended by the clock; each wake-up reads the clock.
     pub async fn cancelled(&self) {
         let mut stop = self.stop.clone();
         let mut term_watch = self.term.clone();
@@ -97,9 +101,6 @@ impl KeyContext {
                 // right to act as well.
                 changed = stop.changed() => if changed.is_err() { return },
                 changed = term_watch.changed() => if changed.is_err() { return },
-                // Looked at again at the top: a renewal may have moved the
-                // end meanwhile.
-                () = self.clock.sleep_until(term.until) => {}
             }
         }
     }

@@ -34,6 +34,7 @@ mod config;
 pub(crate) use config::*;
 mod answers;
 pub(crate) use answers::*;
+mod yielding;
 
 #[derive(Debug)]
 pub(crate) struct Core {
@@ -527,7 +528,7 @@ impl Core {
                 if record.entry(&self.me.id).is_none_or(|e| e.incarnation != self.incarnation) {
                     return Ok(None);
                 }
-                let renewal_due = self.renewal_due().is_some_and(|due| now >= due);
+                let renewal_due = self.renewal_due().is_some_and(|due| now >= due) && !self.holds_back(now);
                 if !renewal_due && !self.adoption_pending(record, now) {
                     return Ok(None);
                 }

@@ -1,7 +1,7 @@
 //! What keeps a member's key work inside its term on the clock alone: each
-//! key's task drops its work at the term's end ([`within_term`]), and one
-//! watchdog per member ([`guard_terms`]) wakes every task again once the
-//! term has ended, however late their own timers fire after a suspend.
+//! key's task drops its work at the term's end ([`within_term`]) when one
+//! watchdog per member ([`guard_terms`]) wakes every task once the term has
+//! ended, also after a suspend.
 //!
 //! The member's loop stops keys too, but it also waits on the store: after
 //! a pause or a suspend it may be in the middle of a request when the
@@ -12,11 +12,12 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use super::context::Term;
 use crate::clock::{Clock, Instant, sleep_until_checked};
+use crate::planted::{self, Bug};
 
 /// A running key's task, its stop signal, and its copy of the term.
 ///
@@ -40,8 +41,16 @@ impl Drop for Task {
 }
 
 /// The term channel of every running key, by key, shared by the member's
-/// loop and its [`guard_terms`] watchdog.
-pub(super) type TermChannels = Arc<Mutex<BTreeMap<String, watch::Sender<Term>>>>;
+/// loop and its [`guard_terms`] watchdog, and the call that tells the
+/// watchdog a key started.
+#[derive(Default)]
+pub(super) struct Guarded {
+    keys: Mutex<BTreeMap<String, watch::Sender<Term>>>,
+    started: Notify,
+}
+
+/// What the member's loop shares with its watchdog.
+pub(super) type TermChannels = Arc<Guarded>;
 
 /// Every key task of one run; dropping it (the run future dropped, as in a
 /// crash) aborts them, so no work outlives its member.
@@ -52,6 +61,10 @@ pub(super) type TermChannels = Arc<Mutex<BTreeMap<String, watch::Sender<Term>>>>
 pub(super) struct Tasks {
     running: BTreeMap<String, Task>,
     channels: TermChannels,
+    /// The term last given to every running task, while no task has
+    /// started since: giving it again changes nothing (see
+    /// [`Tasks::publish`]), and the member's loop gives it on every pass.
+    published: Option<Term>,
 }
 
 impl Tasks {
@@ -61,7 +74,9 @@ impl Tasks {
     }
 
     pub fn insert(&mut self, key: String, task: Task) {
-        lock(&self.channels).insert(key.clone(), task.term.clone());
+        self.published = None;
+        lock(&self.channels.keys).insert(key.clone(), task.term.clone());
+        self.channels.started.notify_one();
         self.running.insert(key, task);
     }
 
@@ -74,7 +89,7 @@ impl Tasks {
     /// A key's task is gone: the watchdog has nothing more to wake there.
     pub fn stopped(&mut self, key: &str) {
         if !self.running.contains_key(key) {
-            lock(&self.channels).remove(key);
+            lock(&self.channels.keys).remove(key);
         }
     }
 
@@ -90,16 +105,26 @@ impl Tasks {
     /// Gives every task `term`, in key order. Only a term that ends
     /// sooner than the one a task holds (cancelled, or an earlier end)
     /// wakes the task: a renewal that moves the end on is stored without a
-    /// wake-up, and each task reads it when its own timer fires at the end
-    /// it knew ([`within_term`] and `KeyContext::cancelled` both look again
-    /// then). A renewal every third of a TTL thus costs each key nothing
-    /// but a store, rather than waking its guard and its work; a member
-    /// with thousands of keys renews without a stampede of tasks.
+    /// wake-up, and each task reads it at its next message ([`within_term`]
+    /// and `KeyContext::cancelled` both look again then; the watchdog sends
+    /// one when the term ends). A renewal every third of a TTL thus costs
+    /// each key nothing but a store, rather than waking its guard and its
+    /// work; a member with thousands of keys renews without a stampede of
+    /// tasks.
     ///
     /// A cancellation keeps the last end the task was given: its work may
     /// wind down until then, and since renewals do not wake the task, the
     /// end it read last may be older than the one the term reached.
-    pub fn publish(&self, term: Term) {
+    ///
+    /// Giving the same term twice leaves every task as the first time did
+    /// (a later end is stored as it is, and a cancellation keeps the later
+    /// of the two ends), so a term already given to every running task is
+    /// not given again.
+    pub fn publish(&mut self, term: Term) {
+        if self.published == Some(term) {
+            return;
+        }
+        self.published = Some(term);
         for task in self.running.values() {
             task.term.send_if_modified(|held| {
                 let next =
@@ -120,14 +145,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Runs one key's work until it returns or the member's term ends,
 /// whichever comes first; at the term's end the work is dropped.
 ///
-/// This guard needs nothing but the clock, so work never outlives the term
-/// by more than a timer's lateness, or, after the host was suspended, by
-/// more than the watchdog's suspend check: any message on the term channel
-/// (a cancellation, an earlier end, the watchdog's wake-up call) has it
-/// read the clock again. Renewals reach it without a message: when its
-/// timer fires at the end it knew, it reads the end the term has reached
-/// since, and sleeps on if that is later. Once the term is over (a leave,
-/// an eviction) its end is never pushed back again.
+/// The task arms no timer of its own: a member with thousands of keys
+/// would otherwise keep thousands of timers, each firing once more with
+/// every end the key knew of. It wakes only on its term channel: a
+/// cancellation or an earlier end ([`Tasks::publish`]), and the member's
+/// watchdog ([`guard_terms`]), which wakes every key once the term has
+/// ended by the clock. Each message has it read the clock, so work never
+/// outlives the term by more than the watchdog's lateness, or, after the
+/// host was suspended, its suspend check. Renewals reach it without a
+/// message, and it reads the end they reached at its next message. Once
+/// the term is over (a leave, an eviction) its end is never pushed back
+/// again.
 pub(super) async fn within_term(
     work: impl Future<Output = ()>,
     mut term: watch::Receiver<Term>,
@@ -136,28 +164,17 @@ pub(super) async fn within_term(
     tokio::pin!(work);
     let first = *term.borrow_and_update();
     let (mut deadline, mut ended) = (first.until, first.cancelled);
-    // Messages keep coming after the term ended (the watchdog's wake-ups),
-    // until the member drops the channel.
-    let mut open = true;
     loop {
+        if clock.now() >= deadline {
+            return;
+        }
         tokio::select! {
             biased;
-            () = clock.sleep_until(deadline) => {
-                // Renewals move the end on without waking this task, and
-                // one may also have landed while it waited to be polled:
-                // the term ended only if the end it holds now says so. A
-                // term cancelled meanwhile keeps its last end, until which
-                // the work may still wind down.
-                let now = *term.borrow_and_update();
-                if ended || now.until <= deadline {
-                    return;
-                }
-                deadline = now.until;
-                ended = now.cancelled;
-            }
             () = &mut work => return,
-            changed = term.changed(), if open => match changed {
+            changed = term.changed() => match changed {
                 Ok(()) => {
+                    // A cancelled term keeps its last end, until which the
+                    // work may still wind down.
                     let now = *term.borrow_and_update();
                     if !ended {
                         deadline = deadline.max(now.until);
@@ -165,14 +182,10 @@ pub(super) async fn within_term(
                     if now.cancelled {
                         ended = true;
                     }
-                    // The timer above fires late by as long as the host
-                    // slept; the clock itself says whether the end passed.
-                    if clock.now() >= deadline {
-                        return;
-                    }
                 }
-                // The member is gone; dropping its tasks aborts this one.
-                Err(_) => (ended, open) = (true, false),
+                // The member dropped the key's task and its channel: it is
+                // gone, or has aborted this task already.
+                Err(_) => return,
             },
         }
     }
@@ -181,39 +194,49 @@ pub(super) async fn within_term(
 /// The member's watchdog: once the term has ended by the clock, it sends
 /// every running key's term channel a wake-up (in key order), and each
 /// key's [`within_term`] and `KeyContext::cancelled` read the clock again
-/// and stop. Never returns; it runs beside the member's loop.
+/// and stop. Never returns; the member runs it as a task of its own, so
+/// that a member loop held up in a poll does not hold it up too.
 ///
-/// The term's end is waited for with [`sleep_until_checked`], so after a
-/// suspend the keys stop within one suspend check of waking, though every
-/// key's own timer fires late by the time the host slept. One watchdog per
-/// member, rather than every key reading the clock that often, keeps the
-/// cost per member and not per key.
+/// It is the only timer that ends keys: the term's end is waited for with
+/// [`sleep_until_checked`], so after a suspend the keys stop within one
+/// suspend check of waking. One watchdog per member, rather than a timer
+/// per key, keeps the cost per member and not per key.
 pub(super) async fn guard_terms(
     clock: &dyn Clock,
     term_end: impl Fn() -> Option<Instant>,
     channels: &TermChannels,
 ) -> Infallible {
-    let mut last_end: Option<Instant> = None;
+    // A term that is over (a leave, an eviction) has no end of its own: its
+    // keys wind down until the last end each was given, which a renewal
+    // the watchdog never saw may have moved past the end it last read.
+    let latest = || term_end().or_else(|| lock(&channels.keys).values().map(|channel| channel.borrow().until).max());
     let mut woken_for: Option<Instant> = None;
     loop {
-        // A term that is over (a leave, an eviction) publishes no end: its
-        // keys run until the last end they were sent.
-        let end = term_end().or(last_end);
-        last_end = end;
-        match end {
+        match latest() {
             Some(end) if woken_for != Some(end) => {
                 sleep_until_checked(clock, end).await;
                 // A renewal may have moved the end meanwhile.
-                if term_end().is_some_and(|moved| moved > end) {
+                if latest().is_some_and(|moved| moved > end) {
                     continue;
                 }
-                for channel in lock(channels).values() {
-                    channel.send_modify(|_| {});
+                if !planted::active(Bug::WatchdogAsleep) {
+                    for channel in lock(&channels.keys).values() {
+                        channel.send_modify(|_| {});
+                    }
                 }
                 woken_for = Some(end);
             }
-            // Nothing to guard yet, or already done: look again later.
-            _ => clock.sleep_until(clock.now() + clock.suspend_check().max(clock.timer_resolution())).await,
+            // Nothing to guard yet, or already done: look again once a key
+            // starts, and every suspend check besides. A term begins with
+            // no key running, and its end only matters once one does.
+            _ => {
+                let again = clock.now() + clock.suspend_check().max(clock.timer_resolution());
+                tokio::select! {
+                    biased;
+                    () = channels.started.notified() => {}
+                    () = clock.sleep_until(again) => {}
+                }
+            }
         }
     }
 }
@@ -268,23 +291,44 @@ mod tests {
         let at = |secs: u64| clock.now() + Duration::from_secs(secs);
         let mut tasks = Tasks::default();
         let mut dropped = guarded_key(&mut tasks, &clock, Term { cancelled: false, until: at(3) });
+        // The member's term as the watchdog reads it from the core.
+        let term_end = Arc::new(Mutex::new(Some(at(3))));
+        let watchdog = {
+            let (clock, term_end, channels) = (clock.clone(), term_end.clone(), tasks.channels());
+            tokio::spawn(async move { guard_terms(clock.as_ref(), || *lock(&term_end), &channels).await })
+        };
         // Sees what the task's receiver sees: whether a message was sent.
         let observer = tasks.running["k"].term.subscribe();
         // Two renewals, a second apart: each moves the end on by a second.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        tasks.publish(Term { cancelled: false, until: at(3) });
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        tasks.publish(Term { cancelled: false, until: at(3) });
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            *lock(&term_end) = Some(at(3));
+            tasks.publish(Term { cancelled: false, until: at(3) });
+        }
         assert!(!observer.has_changed().unwrap(), "a renewal woke the task");
         assert_eq!(observer.borrow().until, at(3), "the renewal was not stored");
         // The member leaves half a second later: the term is over, and the
         // work may wind down until the end the term last reached (5 s),
         // not the one the task was first given (3 s).
         tokio::time::sleep(Duration::from_millis(500)).await;
+        *lock(&term_end) = None;
         tasks.publish(Term { cancelled: true, until: crate::clock::Instant::ZERO });
         assert!(observer.has_changed().unwrap(), "the cancellation did not wake the task");
         let gone = dropped.recv().await.unwrap().duration_since(start);
         assert_eq!(gone, Duration::from_secs(5), "the work was dropped at {gone:?}");
+        watchdog.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_the_watchdog_a_key_outlives_its_term() {
+        // The key's task arms no timer of its own: the watchdog is what
+        // ends it. This shows the test above depends on it.
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let mut tasks = Tasks::default();
+        let mut dropped =
+            guarded_key(&mut tasks, &clock, Term { cancelled: false, until: clock.now() + Duration::from_secs(1) });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(dropped.try_recv().is_err(), "the work was dropped without the watchdog");
     }
 
     #[tokio::test(start_paused = true)]

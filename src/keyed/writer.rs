@@ -210,21 +210,23 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Tasks::default();
+        // The watchdog is a task of its own: it needs the clock and the
+        // core, never the store, so neither a loop stuck on a request after
+        // a suspend nor one held up in a poll holds it up. It goes with the
+        // run, before the key tasks it guards.
+        let watchdog = {
+            let (shared, channels) = (self.shared.clone(), tasks.channels());
+            AbortOnDrop(tokio::spawn(async move {
+                let clock = shared.clock.clone();
+                match guard_terms(clock.as_ref(), || shared.core().term_end(), &channels).await {}
+            }))
+        };
         // Declared after the tasks, so dropped before them: the handle stops
         // reporting keys before their tasks are aborted.
         let mut abandoned = AbandonOnDrop { shared: &self.shared, armed: true };
-        let channels = tasks.channels();
-        let clock = self.shared.clock.clone();
-        let term_end = || self.shared.core().term_end();
-        // The watchdog runs beside the loop, in the same task: it needs the
-        // clock and the core, never the store, so a loop stuck on a request
-        // after a suspend does not hold it up.
-        let result = tokio::select! {
-            biased;
-            result = self.serve(&work, &mut tasks) => result,
-            never = guard_terms(clock.as_ref(), term_end, &channels) => match never {},
-        };
+        let result = self.serve(&work, &mut tasks).await;
         abandoned.armed = false;
+        drop(watchdog);
         result
     }
 
@@ -239,7 +241,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         let mut next_read = self.now();
         let mut last_attempt: Option<Instant> = None;
         loop {
-            if self.leave.requested.load(std::sync::atomic::Ordering::SeqCst) {
+            if self.leave_requested() {
                 return self.leave_now(tasks).await;
             }
             let retry_at = last_attempt.map_or(Instant::ZERO, |at| at + self.retry_gap(&timing));
@@ -257,7 +259,13 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             self.stop_if_term_lapsed(now, tasks).await;
             if now >= next_read || (now >= retry_at && self.write_due(now)) {
                 last_attempt = Some(now);
-                let (read, arrived) = self.read().await;
+                // A read has no effect on the store, so a leave asked for
+                // while it is on its way drops it rather than wait for it.
+                let (read, arrived) = tokio::select! {
+                    biased;
+                    () = self.leave.notify.notified() => continue,
+                    read = self.read() => read,
+                };
                 next_read = match read {
                     Read::Failed => now + timing.read_interval.min(self.retry_gap(&timing)),
                     _ => arrived + timing.read_interval,
@@ -267,6 +275,12 @@ impl<O: ObjectBackend> KeyedWriter<O> {
                     self.write(tasks).await?;
                 }
                 self.stop_moved(tasks).await;
+                // Keys this read gave the member start before its write, not
+                // after: nothing a key may start on waits for the member's
+                // own write (a leave or an eviction needs no adoption, and a
+                // join's view is active only once read so), and the write
+                // may take up to the request timeout.
+                self.start_owned(work, tasks);
                 self.write(tasks).await?;
             }
             self.stop_moved(tasks).await;
@@ -276,6 +290,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
 
     fn timing(&self) -> Timing {
         self.shared.core().timing.clone()
+    }
+
+    /// Whether [`Leaver::leave`] was called.
+    fn leave_requested(&self) -> bool {
+        self.leave.requested.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How long after a read or write that could not be made (the store is
@@ -452,7 +471,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     }
 
     /// Tells every key context how long the term holds, in key order.
-    fn publish_term(&self, tasks: &Tasks) {
+    fn publish_term(&self, tasks: &mut Tasks) {
         let term = self.term();
         tasks.publish(term);
         #[cfg(feature = "planted")]
@@ -463,6 +482,11 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// lost and after each unknown outcome.
     async fn write(&self, tasks: &mut Tasks) -> Result<(), KeyedError> {
         for _ in 0..WRITE_ATTEMPTS {
+            // A leave asked for meanwhile is the next write: a renewal or an
+            // adoption sent first would only hold it up by a round trip.
+            if self.leave_requested() {
+                return Ok(());
+            }
             let nonce = random_hex(self.entropy.as_ref(), 16);
             let plan = self.shared.core().plan(self.now(), nonce);
             let planned = match plan {
@@ -574,6 +598,10 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         F: Fn(KeyContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        // A member asked to leave starts nothing it would stop at once.
+        if self.leave_requested() {
+            return;
+        }
         let (start, incarnation) = {
             let mut core = self.shared.core();
             let start = core.to_start(self.now());
@@ -648,6 +676,15 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         self.shared.core().finish();
         info!(member = %self.shared.id, "left the group");
         Ok(())
+    }
+}
+
+/// Aborts a task when dropped: the member's watchdog ends with its run.
+struct AbortOnDrop(tokio::task::JoinHandle<std::convert::Infallible>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

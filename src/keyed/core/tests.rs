@@ -518,3 +518,69 @@ fn the_same_view_number_with_other_members_fails_closed() {
     assert_eq!(a.to_stop(at(5_100)).len(), a.running().len(), "every key stops");
     assert!(plan(&a, at(5_100)).is_none(), "nothing is written to it");
 }
+
+#[test]
+fn a_due_renewal_gives_way_to_a_member_not_seen_renewing_since() {
+    let keys = keys();
+    let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+    let mut object = Object::default();
+    keep_up(&mut a, &mut object, 0, 3_000);
+    assert_eq!(step(&mut b, &mut object, at(3_100)), Some(WriteKind::Join));
+    // a adopts the join at 3.5 s, in the read that first shows b's nonce.
+    assert_eq!(step(&mut a, &mut object, at(3_500)), Some(WriteKind::Renew));
+    let hold = a.hold_back_for();
+    assert_eq!(hold, (timing().hold_for() - timing().renew_interval) / 2);
+
+    // b's renewal (due at 4.1 s) is late: a, due at 4.5 s, holds its own
+    // back, and keeps reading, until it sees b's or the hold runs out.
+    assert!(a.write_due(at(4_500)), "the shell keeps reading while a holds back");
+    assert_eq!(step(&mut a, &mut object, at(4_500)), None);
+    assert!(a.holds_back(at(4_500)));
+    // b does not hold back for a, whose renewal it first sees after its own
+    // join was sent.
+    assert_eq!(step(&mut b, &mut object, at(4_600)), Some(WriteKind::Renew));
+    assert_eq!(step(&mut a, &mut object, at(4_700)), Some(WriteKind::Renew), "b's renewal was seen");
+
+    // b falls silent: a holds back once, for the whole hold and no longer.
+    assert_eq!(step(&mut a, &mut object, at(5_700)), None);
+    let cap = at(5_700) + hold;
+    assert!(a.holds_back(cap - Duration::from_millis(1)));
+    assert!(!a.holds_back(cap));
+    assert_eq!(step(&mut a, &mut object, cap), Some(WriteKind::Renew));
+    // b's nonce was first seen at 4.7 s, over half its TTL before a's last
+    // renewal: a member silent that long has most likely stopped, and is
+    // left to be evicted instead.
+    let next = cap + timing().renew_interval;
+    assert!(!a.holds_back(next));
+    assert_eq!(step(&mut a, &mut object, next), Some(WriteKind::Renew));
+}
+
+#[test]
+fn the_member_that_renewed_longest_ago_never_holds_back() {
+    // At every 50 ms step of a schedule drawn from a fixed seed, every
+    // member reads the object, then one of them plans and writes. With
+    // reads that fresh, the member due to renew whose renewal is oldest
+    // holds back for nobody, so holds never stop every due member.
+    let keys = keys();
+    let mut members: Vec<Core> = ["a", "b", "c"].iter().map(|id| core(id, &keys)).collect();
+    let mut object = Object::default();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut held_back = 0;
+    for tick in 0..4_000u64 {
+        let now = at(tick * 50);
+        for member in &mut members {
+            member.observe(object.read(), now);
+        }
+        let due: Vec<&Core> = members.iter().filter(|m| m.renewal_due().is_some_and(|due| now >= due)).collect();
+        let holding = due.iter().filter(|m| m.holds_back(now)).count();
+        held_back += holding;
+        assert!(holding == 0 || holding < due.len(), "at {now:?} every member due to renew holds back");
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        // Most steps write nothing, so that renewals fall due and wait.
+        if (state >> 60) < 5 {
+            let who = (state >> 33) as usize % members.len();
+            step(&mut members[who], &mut object, now);
+        }
+    }
+    assert!(held_back > 0, "the schedule must make members hold back for the check to mean anything");
+}

@@ -117,6 +117,7 @@ pub const NOT_SHOWN: &[(&str, &str)] = &[
     ("resume-older-view", "keyed"),
     ("skip-keyed-lock-delay", "keyed"),
     ("lease-from-ownership", "keyed"),
+    ("watchdog-asleep", "keyed"),
     ("shared-term-watch", "a determinism bug: only a replay of the simulator shows it"),
 ];
 
