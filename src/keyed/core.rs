@@ -384,7 +384,13 @@ impl Core {
     /// showed its current nonce. `None` for entries this member does not
     /// watch (its own).
     fn eviction_due(&self, entry: &Entry) -> Option<Instant> {
-        self.watched.get(&(entry.id.clone(), entry.incarnation.clone())).map(|(_, since)| *since + entry.ttl())
+        self.first_seen(entry).map(|since| since + entry.ttl())
+    }
+
+    /// When the response that first showed `entry`'s current nonce arrived.
+    /// `None` for entries this member does not watch (its own).
+    fn first_seen(&self, entry: &Entry) -> Option<Instant> {
+        self.watched.get(&(entry.id.clone(), entry.incarnation.clone())).map(|(_, since)| *since)
     }
 
     fn evictable_at(&self, entry: &Entry, now: Instant) -> bool {

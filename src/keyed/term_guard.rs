@@ -191,21 +191,40 @@ pub(super) async fn within_term(
     }
 }
 
+/// The member's watchdog task ([`guard_terms`]); dropping it aborts the
+/// task, so the watchdog ends with the member's run.
+pub(super) struct Watchdog(JoinHandle<Infallible>);
+
+impl Watchdog {
+    /// Starts the watchdog as a task of its own, so that a member loop held
+    /// up in a poll, or stuck on a request after a suspend, does not hold
+    /// it up: it needs the clock and the term's end, never the store.
+    pub fn spawn(
+        clock: Arc<dyn Clock>,
+        term_end: impl Fn() -> Option<Instant> + Send + Sync + 'static,
+        channels: TermChannels,
+    ) -> Watchdog {
+        Watchdog(tokio::spawn(async move { guard_terms(clock.as_ref(), term_end, &channels).await }))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The member's watchdog: once the term has ended by the clock, it sends
 /// every running key's term channel a wake-up (in key order), and each
 /// key's [`within_term`] and `KeyContext::cancelled` read the clock again
-/// and stop. Never returns; the member runs it as a task of its own, so
-/// that a member loop held up in a poll does not hold it up too.
+/// and stop. Never returns; the member runs it as a task of its own
+/// ([`Watchdog`]).
 ///
 /// It is the only timer that ends keys: the term's end is waited for with
 /// [`sleep_until_checked`], so after a suspend the keys stop within one
 /// suspend check of waking. One watchdog per member, rather than a timer
 /// per key, keeps the cost per member and not per key.
-pub(super) async fn guard_terms(
-    clock: &dyn Clock,
-    term_end: impl Fn() -> Option<Instant>,
-    channels: &TermChannels,
-) -> Infallible {
+async fn guard_terms(clock: &dyn Clock, term_end: impl Fn() -> Option<Instant>, channels: &TermChannels) -> Infallible {
     // A term that is over (a leave, an eviction) has no end of its own: its
     // keys wind down until the last end each was given, which a renewal
     // the watchdog never saw may have moved past the end it last read.
@@ -294,8 +313,8 @@ mod tests {
         // The member's term as the watchdog reads it from the core.
         let term_end = Arc::new(Mutex::new(Some(at(3))));
         let watchdog = {
-            let (clock, term_end, channels) = (clock.clone(), term_end.clone(), tasks.channels());
-            tokio::spawn(async move { guard_terms(clock.as_ref(), || *lock(&term_end), &channels).await })
+            let read_end = term_end.clone();
+            Watchdog::spawn(clock.clone(), move || *lock(&read_end), tasks.channels())
         };
         // Sees what the task's receiver sees: whether a message was sent.
         let observer = tasks.running["k"].term.subscribe();
@@ -316,7 +335,7 @@ mod tests {
         assert!(observer.has_changed().unwrap(), "the cancellation did not wake the task");
         let gone = dropped.recv().await.unwrap().duration_since(start);
         assert_eq!(gone, Duration::from_secs(5), "the work was dropped at {gone:?}");
-        watchdog.abort();
+        drop(watchdog);
     }
 
     #[tokio::test(start_paused = true)]

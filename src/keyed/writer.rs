@@ -13,7 +13,7 @@ use tracing::{debug, error, info, warn};
 use super::context::{KeyContext, Term};
 use super::core::{Core, Identity, Observed, Planned, Refusal, Timing};
 use super::record::{Hash, MembershipRecord};
-use super::term_guard::{Task, Tasks, guard_terms, within_term};
+use super::term_guard::{Task, Tasks, Watchdog, within_term};
 use super::{KeyedError, Snapshot};
 use crate::backend::{BackendError, ObjectBackend};
 use crate::clock::{Clock, Instant, SystemClock, sleep_until_checked};
@@ -210,17 +210,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let mut tasks = Tasks::default();
-        // The watchdog is a task of its own: it needs the clock and the
-        // core, never the store, so neither a loop stuck on a request after
-        // a suspend nor one held up in a poll holds it up. It goes with the
-        // run, before the key tasks it guards.
-        let watchdog = {
-            let (shared, channels) = (self.shared.clone(), tasks.channels());
-            AbortOnDrop(tokio::spawn(async move {
-                let clock = shared.clock.clone();
-                match guard_terms(clock.as_ref(), || shared.core().term_end(), &channels).await {}
-            }))
-        };
+        // It goes with the run, before the key tasks it guards.
+        let shared = self.shared.clone();
+        let watchdog = Watchdog::spawn(self.shared.clock.clone(), move || shared.core().term_end(), tasks.channels());
         // Declared after the tasks, so dropped before them: the handle stops
         // reporting keys before their tasks are aborted.
         let mut abandoned = AbandonOnDrop { shared: &self.shared, armed: true };
@@ -676,15 +668,6 @@ impl<O: ObjectBackend> KeyedWriter<O> {
         self.shared.core().finish();
         info!(member = %self.shared.id, "left the group");
         Ok(())
-    }
-}
-
-/// Aborts a task when dropped: the member's watchdog ends with its run.
-struct AbortOnDrop(tokio::task::JoinHandle<std::convert::Infallible>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -14,9 +14,11 @@
 //! than `a` sent its own last renewal, so `b`'s renewal landed no later than
 //! `a`'s was sent, and so before `a`'s landed. For `b` to hold back for `a`
 //! as well, `a`'s renewal would have to have landed no later than `b` sent
-//! its own, which landed later still: a contradiction. Each member compares instants of its own
-//! monotonic clock only. So the member with the oldest renewal never holds
-//! back, and the holds form no cycle.
+//! its own, which landed later still: a contradiction. Each member compares
+//! instants of its own monotonic clock only. So the member with the oldest
+//! renewal never holds back, and the holds form no cycle. (Both may hold
+//! back at once only while one has not yet read the other's latest
+//! renewal, and a member holding back reads again every retry gap.)
 //!
 //! Holding back changes only when a member renews, never how long its term
 //! lasts, which still counts from the send of its last landed write; and the
@@ -30,18 +32,18 @@ impl Core {
     /// most [`Core::hold_back_for`] past its due time, and only for a member
     /// whose current nonce was first seen by the time this member's last
     /// renewal was sent (a read and the write it leads to may fall on one
-    /// instant), and less than half that entry's TTL before it: one silent for longer
-    /// has most likely stopped, and is left to be evicted.
+    /// instant), and less than half that entry's TTL before it: one silent
+    /// for longer has most likely stopped, and is left to be evicted.
     pub(crate) fn holds_back(&self, now: Instant) -> bool {
         let (Phase::Member { .. }, Some(sent)) = (self.phase, self.last_sent) else { return false };
         if now >= sent + self.timing.renew_interval + self.hold_back_for() {
             return false;
         }
         let Some(seen) = self.newest.as_ref() else { return false };
-        seen.record.entries.iter().any(|entry| {
-            let key = (entry.id.clone(), entry.incarnation.clone());
-            self.watched.get(&key).is_some_and(|(_, since)| *since <= sent && *since + entry.ttl() / 2 > sent)
-        })
+        seen.record
+            .entries
+            .iter()
+            .any(|entry| self.first_seen(entry).is_some_and(|since| since <= sent && since + entry.ttl() / 2 > sent))
     }
 
     /// The longest a due renewal is held back: half the slack between the
