@@ -124,10 +124,10 @@ async fn settled(nodes: &[&Node], keys: &[String], expected: &[&str]) -> Option<
             return None;
         }
         view = snapshot.view;
-        for (key, round) in snapshot.running {
+        for (key, round) in snapshot.running.iter() {
             // Snapshots are taken one after another, so a key that moved in
             // between can show up twice; look again later.
-            if holders.insert(key, (node.id, round)).is_some() {
+            if holders.insert(key.clone(), (node.id, *round)).is_some() {
                 return None;
             }
         }

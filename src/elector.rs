@@ -387,9 +387,13 @@ impl<B: Backend> Inner<B> {
         let result = self.write(expected, &record).await;
         let version = match result {
             Ok(version) => version,
-            Err(BackendError::LeaseHeld | BackendError::NoLease) => {
+            Err(err @ (BackendError::LeaseHeld | BackendError::NoLease)) => {
                 // The key changed under us: time the new version from scratch.
-                self.core().forget_watch();
+                let mut core = self.core();
+                core.forget_watch();
+                if expected.is_none() && matches!(err, BackendError::LeaseHeld) {
+                    core.create_refused();
+                }
                 return Ok(Taken::No);
             }
             Err(BackendError::Conflict(_)) => {

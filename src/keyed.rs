@@ -48,6 +48,7 @@ mod term_guard;
 mod writer;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use context::KeyContext;
 pub use record::{MAX_MEMBERS, MAX_OBJECT_BYTES, MembershipRecord};
@@ -87,6 +88,7 @@ pub struct Snapshot {
     pub active: bool,
     /// Whether the member's term holds.
     pub term_holds: bool,
-    /// The keys it runs, with their rounds.
-    pub running: BTreeMap<String, Round>,
+    /// The keys it runs, with their rounds. Shared with the member, so a
+    /// snapshot costs the same with ten keys or ten thousand.
+    pub running: Arc<BTreeMap<String, Round>>,
 }

@@ -329,6 +329,11 @@ impl History {
         self.entries.borrow().len()
     }
 
+    /// The earliest instant (microseconds) of the entries from `index` on.
+    pub fn earliest_since(&self, index: usize) -> Option<u64> {
+        self.entries.borrow().get(index..)?.iter().map(|entry| entry.at_us).min()
+    }
+
     /// Whether nothing has been recorded yet.
     pub fn is_empty(&self) -> bool {
         self.entries.borrow().is_empty()
@@ -352,11 +357,24 @@ pub fn to_json_lines(entries: &[Entry]) -> String {
 
 /// FNV-1a over the JSON lines: equal histories give equal hashes, and a
 /// replay that diverges anywhere gives another.
+///
+/// Each line is written into one buffer and hashed from there, rather than
+/// the whole history joined into one string first: the bytes hashed, and so
+/// the hash, are those of [`to_json_lines`].
 pub fn trace_hash(entries: &[Entry]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in to_json_lines(entries).bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    let mut line = Vec::with_capacity(512);
+    for entry in entries {
+        line.clear();
+        // An entry that does not serialize is an empty line there too.
+        if serde_json::to_writer(&mut line, entry).is_err() {
+            line.clear();
+        }
+        line.push(b'\n');
+        for byte in &line {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
     }
     hash
 }

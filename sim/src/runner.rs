@@ -334,7 +334,9 @@ pub fn judge(world: &World, mut entries: Vec<Entry>, recorded: Recorded) -> Repo
 /// outside since the last tick (`woken`: the runner acted; or a connect was
 /// answered without a message, see below). Stepping over
 /// such ticks one at a time only moves every host's clock forward, which is
-/// what one longer step does too. What differs is tokio's own bookkeeping
+/// what one longer step does too; the hosts sit that step out like any
+/// other they have nothing to do in (see below), and live it when they next
+/// run. What differs is tokio's own bookkeeping
 /// (how often each host's scheduler has ticked), which decides the order of
 /// tasks woken at one instant, so traces differ from a tick-by-tick run;
 /// the same seed still gives the same trace. A multi-tick step in which a
@@ -382,13 +384,19 @@ fn advance(
     if woken || silently_woken || ticks < 2 || sim.in_flight() > 0 {
         // A connect answered in the last step wakes only its own host,
         // which turmoil runs by itself; a drop may wake any.
-        let mut gate = AgendaGate { agendas, everyone: woken || dropped, history, recorded: 0 };
+        let mut gate = AgendaGate::new(agendas, woken || dropped, history);
         sim.step_gated(tick, &mut gate).map_err(failed)?;
         return Ok(());
     }
     let (recorded, sent) = (history.len(), sim.messages_sent());
     let span = tick * u32::try_from(ticks).unwrap_or(u32::MAX);
-    sim.step_by(span).map_err(failed)?;
+    // Gated like any step: no host has a timer due in the span, so every
+    // host with an agenda sits it out and lives it, with the check that
+    // guards catching up, only when it next has something to do. Running
+    // every host through the span instead cost a scheduler run per host
+    // per span, for nothing.
+    let mut gate = AgendaGate::new(agendas, false, history);
+    sim.step_gated(span, &mut gate).map_err(failed)?;
     // Anything sent in the span (delivered at once, dropped or still on its
     // way), a connect answered, or anything recorded means a host acted.
     let acted = sim.messages_sent() != sent || sim.unannounced_wakes() != seen.wakes;
@@ -423,7 +431,7 @@ impl Unannounced {
 /// it stops them at the end, so no host meets an action with a clock that
 /// lags, and no wake-up the agendas missed goes unnoticed at the end.
 fn catch_up(sim: &mut turmoil::Sim<'_>, agendas: &BTreeMap<String, Agenda>, history: &History) -> Result<(), SimError> {
-    let mut gate = AgendaGate { agendas, everyone: true, history, recorded: 0 };
+    let mut gate = AgendaGate::new(agendas, true, history);
     sim.catch_up(&mut gate).map_err(|err| SimError::Failed(err.to_string()))
 }
 
@@ -431,13 +439,26 @@ fn catch_up(sim: &mut turmoil::Sim<'_>, agendas: &BTreeMap<String, Agenda>, hist
 /// from outside (`everyone`), else those with a timer due by the step's end;
 /// [`turmoil::Sim::step_gated`] adds those with a message to take. A host
 /// that sat out steps and then records anything while it lives them has
-/// acted on a wake-up its agenda did not know of, and the run fails.
+/// acted on a wake-up its agenda did not know of, and the run fails. A host
+/// that runs only for a timer lives the steps it sat out and this one in one
+/// tick; recording anything before that timer's instant fails the run the
+/// same way. (A message it sent then, with nothing recorded, is not seen
+/// there; the hosts that take a message still catch up apart, with the
+/// stricter check.)
 struct AgendaGate<'a> {
     agendas: &'a BTreeMap<String, Agenda>,
     everyone: bool,
     history: &'a History,
     /// The history's length when the host now catching up began to.
     recorded: usize,
+    /// The first timer the host living a merged tick had due.
+    first_due: Duration,
+}
+
+impl<'a> AgendaGate<'a> {
+    fn new(agendas: &'a BTreeMap<String, Agenda>, everyone: bool, history: &'a History) -> AgendaGate<'a> {
+        AgendaGate { agendas, everyone, history, recorded: 0, first_due: Duration::ZERO }
+    }
 }
 
 impl turmoil::HostGate for AgendaGate<'_> {
@@ -454,6 +475,22 @@ impl turmoil::HostGate for AgendaGate<'_> {
             return Err(format!(
                 "{host} recorded an event while living steps it sat out believing it had nothing to do: a \
                  simulated timer or wake-up its clock's agenda does not know of"
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn merging(&mut self, host: &str) {
+        self.recorded = self.history.len();
+        self.first_due = self.agendas.get(host).and_then(Agenda::next_due).unwrap_or_default();
+    }
+
+    fn merged(&mut self, host: &str) -> turmoil::Result {
+        let first_due_us = u64::try_from(self.first_due.as_micros()).unwrap_or(u64::MAX);
+        if let Some(early) = self.history.earliest_since(self.recorded).filter(|at_us| *at_us < first_due_us) {
+            return Err(format!(
+                "{host} recorded an event at {early} us, before its first timer due at {first_due_us} us, while \
+                 living steps it sat out: a simulated timer or wake-up its clock's agenda does not know of"
             ))?;
         }
         Ok(())
@@ -482,7 +519,7 @@ mod tests {
         let agenda = Agenda::default();
         let agendas = BTreeMap::from([("a".to_string(), agenda.clone())]);
         let history = History::default();
-        let mut gate = AgendaGate { agendas: &agendas, everyone: false, history: &history, recorded: 0 };
+        let mut gate = AgendaGate::new(&agendas, false, &history);
         // No timer: nothing to run for; a host the gate has no agenda for
         // always runs.
         assert!(!gate.must_run("a", Duration::from_secs(1)));
@@ -499,5 +536,25 @@ mod tests {
         history.record(Duration::from_secs(1), "a", Event::ElectorError { message: "late".into() });
         let err = gate.caught_up("a").expect_err("a recorded while it lived steps it sat out");
         assert!(err.to_string().contains("a recorded an event while living steps it sat out"), "{err}");
+    }
+
+    #[test]
+    fn the_agenda_gate_refuses_a_merged_tick_that_recorded_before_the_first_timer() {
+        let agenda = Agenda::default();
+        let agendas = BTreeMap::from([("a".to_string(), agenda.clone())]);
+        let history = History::default();
+        let mut gate = AgendaGate::new(&agendas, false, &history);
+        let _armed = agenda.arm(Duration::from_millis(1_500));
+        let event = || Event::ElectorError { message: "woken".into() };
+        // What the timer did, at its instant or later, is fine.
+        gate.merging("a");
+        history.record(Duration::from_millis(1_500), "a", event());
+        history.record(Duration::from_millis(1_700), "a", event());
+        assert!(gate.merged("a").is_ok());
+        // Anything before it was woken by something the agenda did not know.
+        gate.merging("a");
+        history.record(Duration::from_millis(1_499), "a", event());
+        let err = gate.merged("a").expect_err("a recorded before its first timer");
+        assert!(err.to_string().contains("before its first timer due at 1500000 us"), "{err}");
     }
 }

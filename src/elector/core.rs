@@ -154,6 +154,9 @@ pub(crate) struct Core {
     /// holder deposed by a deletion or by someone else's write may not know
     /// yet, and its term is waited out even if the record changes again.
     not_before: Option<Instant>,
+    /// A create was refused since the last record read or written: the key
+    /// exists, whatever reads say.
+    create_refused: bool,
     /// When a follower reads next.
     reads: ReadSchedule,
 }
@@ -169,6 +172,7 @@ impl Core {
             last_ttl: None,
             last_live: None,
             not_before: None,
+            create_refused: false,
             reads: ReadSchedule::new(timing.reads, timing.poll_interval, timing.drift_bound_ppb),
             timing,
         }
@@ -209,6 +213,18 @@ impl Core {
         self.saw(record.generation);
         self.last_ttl = Some(self.timing.ttl);
         self.last_live = None;
+        self.create_refused = false;
+    }
+
+    /// Notes that a create (a write on a key believed missing) was refused
+    /// because the key exists, although no record has been read: a read
+    /// that finds the key missing again is stale, or the key went since.
+    /// Such a read is met with another create only a poll interval later
+    /// (see `decide`), never at once; without the pause, a provider whose
+    /// reads lag its writes has a contender create, be refused and read
+    /// "missing" as fast as the round trips allow.
+    pub fn create_refused(&mut self) {
+        self.create_refused = true;
     }
 
     /// Records a generation seen or written elsewhere than through `decide`.
@@ -243,6 +259,7 @@ impl Core {
             let record = &stored.record;
             self.saw(record.generation);
             self.last_ttl = Some(self.wait_for(record));
+            self.create_refused = false;
             replaced_ttl = self
                 .last_live
                 .as_ref()
@@ -267,9 +284,19 @@ impl Core {
             }
             Observation::Missing => {
                 // A process that has never seen a record for the key has no
-                // term to respect and may create it at once.
+                // term to respect and may create it at once, unless a create
+                // of its own was just refused: then the key exists, this read
+                // is stale, and the next create waits a poll interval (with
+                // the lock-delay of a takeover, the holder being unknown).
                 let Some(last_ttl) = self.last_ttl else {
-                    return Decision::Take { expected: None, generation: next, involuntary: false };
+                    if !self.create_refused {
+                        return Decision::Take { expected: None, generation: next, involuntary: false };
+                    }
+                    if self.watch.is_none() {
+                        let ttl = self.timing.poll_interval;
+                        self.watch = Some(Watch { version: None, since: arrived, ttl });
+                    }
+                    return self.due(arrived).unwrap_or(Decision::Wait { until: Some(self.watch_deadline()) });
                 };
                 // After a record was seen, "missing" is a new version: the
                 // last holder may have renewed after our last read and be

@@ -61,8 +61,10 @@ pub(crate) struct Core {
     /// so that no view of the new object is active, for any member, until
     /// the members of a deleted predecessor have stopped.
     withhold_adoption_until: Instant,
-    /// The keys this incarnation is running, with their rounds.
-    running: BTreeMap<String, Round>,
+    /// The keys this incarnation is running, with their rounds. Shared, so
+    /// that a snapshot of them costs no copy: the map is copied only when
+    /// it changes while a snapshot still holds it.
+    running: Arc<BTreeMap<String, Round>>,
     /// The keys it owns in the newest view, in key order.
     owned: Vec<String>,
     /// The same keys, to look one up; `owned` keeps their order, in which
@@ -113,7 +115,7 @@ impl Core {
             watched: BTreeMap::new(),
             hold_new_until: Instant::ZERO,
             withhold_adoption_until: Instant::ZERO,
-            running: BTreeMap::new(),
+            running: Arc::default(),
             owned: Vec::new(),
             owned_lookup: BTreeSet::new(),
             unowned_running: BTreeSet::new(),
@@ -132,7 +134,7 @@ impl Core {
         self.phase = Phase::Joining;
         self.last_sent = None;
         self.watched.clear();
-        self.running.clear();
+        self.running = Arc::default();
         self.index_running();
         self.unresolved.clear();
     }
@@ -152,7 +154,7 @@ impl Core {
         self.version.as_ref()
     }
 
-    pub fn running(&self) -> &BTreeMap<String, Round> {
+    pub fn running(&self) -> &Arc<BTreeMap<String, Round>> {
         &self.running
     }
 
@@ -316,7 +318,7 @@ impl Core {
     }
 
     pub fn stopped(&mut self, key: &str) {
-        self.running.remove(key);
+        Arc::make_mut(&mut self.running).remove(key);
         self.unowned_running.remove(key);
     }
 
@@ -365,7 +367,7 @@ impl Core {
         if !self.owned_lookup.contains(&key) {
             self.unowned_running.insert(key.clone());
         }
-        self.running.insert(key, round);
+        Arc::make_mut(&mut self.running).insert(key, round);
     }
 
     /// The instant before which no key new to this member starts: the end
@@ -577,7 +579,7 @@ impl Core {
     /// entry stays, and its term runs out unless the member is run again,
     /// which goes on as after a long pause.
     pub fn abandoned(&mut self) {
-        self.running.clear();
+        self.running = Arc::default();
         self.index_running();
     }
 

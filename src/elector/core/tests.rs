@@ -43,6 +43,25 @@ fn at(secs: u64) -> Instant {
 }
 
 #[test]
+fn a_refused_create_paces_the_next_one() {
+    // The create was refused, so the key exists; a read that still finds it
+    // missing is stale, and the next create comes a poll interval later
+    // rather than at once.
+    let mut fresh = core();
+    let create = Decision::Take { expected: None, generation: Generation(1), involuntary: false };
+    assert_eq!(fresh.decide(Observation::Missing, at(0), WALL), create);
+    fresh.create_refused();
+    fresh.forget_watch();
+    assert_eq!(fresh.decide(Observation::Missing, at(1), WALL), Decision::Wait { until: Some(at(3)) });
+    assert_eq!(fresh.decide(Observation::Missing, at(2), WALL), Decision::Wait { until: Some(at(3)) });
+    assert_eq!(fresh.due(at(3)), Some(Decision::Take { expected: None, generation: Generation(1), involuntary: true }));
+    // A record read since counts for itself, and a later "missing" is then
+    // waited out for that record's TTL as always.
+    fresh.decide(Observation::Record(&stored(3, "v1", "x", false)), at(4), WALL);
+    assert_eq!(fresh.decide(Observation::Missing, at(5), WALL), Decision::Wait { until: Some(at(35)) });
+}
+
+#[test]
 fn hold_time_is_shrunk_by_drift_and_margin() {
     // 30 s · (1 − 0.001) / (1 + 0.001) − 1 s
     assert_eq!(timing().hold_for().as_nanos(), 28_940_059_940);

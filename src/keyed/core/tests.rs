@@ -556,6 +556,23 @@ fn a_due_renewal_gives_way_to_a_member_not_seen_renewing_since() {
 }
 
 #[test]
+fn a_due_renewal_does_not_give_way_to_a_member_with_a_longer_ttl() {
+    let keys = keys();
+    let mut a = core("a", &keys);
+    let me = Identity { id: "b".into(), ..a.me.clone() };
+    let mut b = Core::new(Timing { ttl: TTL * 3, ..timing() }, me, "b-1".into(), keys.clone());
+    let mut object = Object::default();
+    keep_up(&mut a, &mut object, 0, 3_000);
+    assert_eq!(step(&mut b, &mut object, at(3_100)), Some(WriteKind::Join));
+    assert_eq!(step(&mut a, &mut object, at(3_500)), Some(WriteKind::Renew));
+    // b's entry, first seen at 3.5 s, runs out a TTL of its own later, past
+    // the end of a's: b's term is in no more danger than a's, so a renews
+    // when due instead of holding back (and reading) for it.
+    assert!(!a.holds_back(at(4_500)));
+    assert_eq!(step(&mut a, &mut object, at(4_500)), Some(WriteKind::Renew));
+}
+
+#[test]
 fn the_member_that_renewed_longest_ago_never_holds_back() {
     // At every 50 ms step of a schedule drawn from a fixed seed, every
     // member reads the object, then one of them plans and writes. With

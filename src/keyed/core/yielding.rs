@@ -1,6 +1,7 @@
 //! Renewals that give way: a member due to renew holds its write back for
-//! a short while when another member has not been seen renewing since this
-//! one last did, so that the member whose term ends first writes first.
+//! a short while when another member, whose entry runs out before its own,
+//! has not been seen renewing since this one last did, so that the member
+//! whose term ends first writes first.
 //!
 //! Every member writes the one membership object, so two renewals on their
 //! way at once race, and one of them fails its condition and must read and
@@ -20,6 +21,14 @@
 //! back at once only while one has not yet read the other's latest
 //! renewal, and a member holding back reads again every retry gap.)
 //!
+//! A member holds back only for an entry that runs out no later than its
+//! own would, counting both from this member's clock: the other's from when
+//! its nonce was first seen, its own from its last send. A member with a
+//! longer TTL is in no more danger than this one, and holding back for it
+//! would cost a read every retry gap for nothing; with equal TTLs the rule
+//! above already implies this. Narrowing who is held back for keeps the
+//! proof: it removes holds and adds none.
+//!
 //! Holding back changes only when a member renews, never how long its term
 //! lasts, which still counts from the send of its last landed write; and the
 //! hold is bounded by the member's own slack, so it keeps half of it.
@@ -32,18 +41,21 @@ impl Core {
     /// most [`Core::hold_back_for`] past its due time, and only for a member
     /// whose current nonce was first seen by the time this member's last
     /// renewal was sent (a read and the write it leads to may fall on one
-    /// instant), and less than half that entry's TTL before it: one silent
-    /// for longer has most likely stopped, and is left to be evicted.
+    /// instant), less than half that entry's TTL before it (one silent for
+    /// longer has most likely stopped, and is left to be evicted), and whose
+    /// entry runs out no later than this member's own.
     pub(crate) fn holds_back(&self, now: Instant) -> bool {
         let (Phase::Member { .. }, Some(sent)) = (self.phase, self.last_sent) else { return false };
         if now >= sent + self.timing.renew_interval + self.hold_back_for() {
             return false;
         }
         let Some(seen) = self.newest.as_ref() else { return false };
-        seen.record
-            .entries
-            .iter()
-            .any(|entry| self.first_seen(entry).is_some_and(|since| since <= sent && since + entry.ttl() / 2 > sent))
+        let own_runs_out = sent + self.timing.ttl;
+        seen.record.entries.iter().any(|entry| {
+            self.first_seen(entry).is_some_and(|since| {
+                since <= sent && since + entry.ttl() / 2 > sent && since + entry.ttl() <= own_runs_out
+            })
+        })
     }
 
     /// The longest a due renewal is held back: half the slack between the
