@@ -31,6 +31,9 @@ impl<B: Backend> TermGuard<B> {
             return HoldEnd::Lost(LossReason::Expired);
         };
         let mut next_renewal = held.sent_at + timing.renew_interval;
+        // The longest a renewal of this term took to come back: the round
+        // trip a last retry must leave room for (see `last_chance`).
+        let mut slowest_renewal = Duration::ZERO;
         let mut stop_seen = stop.is_set();
         if stop_seen {
             inner.end_term(&self.cancel);
@@ -113,14 +116,16 @@ impl<B: Backend> TermGuard<B> {
             // is running short. Attempts still never overlap, so one that
             // took longer than the pause is followed at once, and the rate
             // stays at most one attempt per pause or per attempt's length.
+            let now = inner.clock.now();
             let retry_at = last_chance(
                 sent_at + inner.jittered(timing.poll_interval.min(timing.renew_interval / 2)),
-                inner.clock.now(),
-                sent_at,
+                now,
+                now.saturating_duration_since(sent_at).max(slowest_renewal),
                 held.ends_at,
             );
             match outcome {
                 Renewal::Renewed { version, sent_at } => {
+                    slowest_renewal = slowest_renewal.max(now.saturating_duration_since(sent_at));
                     inner.core().wrote(&record);
                     held.confirm(version, record, sent_at, inner.core().lease_end(sent_at));
                     #[cfg(feature = "planted")]
@@ -204,17 +209,20 @@ impl<B: Backend> TermGuard<B> {
     }
 }
 
-/// When to try a renewal again after an attempt sent at `sent_at` failed,
-/// given the jittered pause's `retry_at`. A retry that may not come back
-/// before the term ends (`ends_at`) is worth nothing: the term would be lost
-/// while it is in flight. A retry is therefore sent at the latest two of the
-/// failed attempt's round trips before the end (one for the attempt, one for
-/// the latency it varies by), so a store that stops refusing just before the
-/// term would end still gets one renewal in time.
+/// When to try a renewal again after an attempt failed, given the jittered
+/// pause's `retry_at`. A retry that may not come back before the term ends
+/// (`ends_at`) is worth nothing: the term would be lost while it is in
+/// flight. A retry is therefore sent at the latest two round trips before
+/// the end (one for the attempt, one for the latency it varies by), so a
+/// store that stops refusing just before the term would end still gets one
+/// renewal in time. The `round_trip` is the longer of the failed attempt's
+/// and the slowest renewal of the term that went through: a store refusing
+/// a request may answer sooner than it applies a write (a 429 is cheap), and
+/// the retry that counts is one that goes through.
 /// It is brought forward only to an instant still to come, so it never
 /// turns into a burst: the attempt made then leaves no room for another.
-fn last_chance(retry_at: Instant, now: Instant, sent_at: Instant, ends_at: Instant) -> Instant {
-    let latest = ends_at - now.saturating_duration_since(sent_at) * 2;
+fn last_chance(retry_at: Instant, now: Instant, round_trip: Duration, ends_at: Instant) -> Instant {
+    let latest = ends_at - round_trip * 2;
     if retry_at > latest && latest > now { latest.min(retry_at) } else { retry_at }
 }
 
@@ -248,25 +256,34 @@ mod tests {
         Instant::from_nanos(ms * 1_000_000)
     }
 
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
     #[test]
     fn a_retry_that_comes_back_in_time_is_left_alone() {
-        // Sent at 1000, failed at 1020; the retry at 1200 is back by 1220.
-        assert_eq!(last_chance(at(1200), at(1020), at(1000), at(1500)), at(1200));
+        // Failed at 1020 after a 20 ms round trip; the retry at 1200 is back
+        // by 1220.
+        assert_eq!(last_chance(at(1200), at(1020), ms(20), at(1500)), at(1200));
         // Two round trips before the end is still in time.
-        assert_eq!(last_chance(at(1460), at(1320), at(1300), at(1500)), at(1460));
+        assert_eq!(last_chance(at(1460), at(1320), ms(20), at(1500)), at(1460));
     }
 
     #[test]
     fn a_retry_that_would_come_back_too_late_is_brought_forward() {
         // The retry at 1490 might be back only after the end at 1500: it
         // goes at 1460, two round trips before the end.
-        assert_eq!(last_chance(at(1490), at(1320), at(1300), at(1500)), at(1460));
+        assert_eq!(last_chance(at(1490), at(1320), ms(20), at(1500)), at(1460));
+        // Counted from a refusal that came back in 10 ms, the retry would go
+        // at 1480, too late for a write that takes 20 ms to come back; the
+        // guard passes the slowest renewal's round trip when it is longer.
+        assert_eq!(last_chance(at(1490), at(1320), ms(10), at(1500)), at(1480));
     }
 
     #[test]
     fn a_last_chance_already_past_does_not_start_a_burst() {
         // The attempt sent at 1465 failed at 1485; 1500 − 40 has passed, so
         // the retry keeps its pause and the term runs out.
-        assert_eq!(last_chance(at(1650), at(1485), at(1465), at(1500)), at(1650));
+        assert_eq!(last_chance(at(1650), at(1485), ms(20), at(1500)), at(1650));
     }
 }

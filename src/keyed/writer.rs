@@ -473,7 +473,9 @@ impl<O: ObjectBackend> KeyedWriter<O> {
     /// Plans and sends writes until none is due, re-reading after each race
     /// lost and after each unknown outcome.
     async fn write(&self, tasks: &mut Tasks) -> Result<(), KeyedError> {
-        for _ in 0..WRITE_ATTEMPTS {
+        let mut attempts = 0;
+        while attempts < WRITE_ATTEMPTS {
+            attempts += 1;
             // A leave asked for meanwhile is the next write: a renewal or an
             // adoption sent first would only hold it up by a round trip.
             if self.leave_requested() {
@@ -495,14 +497,15 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             let against = planned.expected.clone();
             // A landed write needs no read, nor one whose outcome was read
             // back already.
-            if self.send(planned, tasks).await? == Sent::Lost {
-                let (read, arrived) = self.read().await;
-                self.take_in(read, arrived, tasks).await;
+            if self.send(planned, tasks).await? == Sent::Lost
+                && !self.read_back(against.as_ref(), &mut attempts, tasks).await
+            {
+                return Ok(());
             }
-            // A read that taught nothing new (it failed, or it was older
-            // than a view already seen) leaves the next write against the
-            // version that just lost: it would lose again. The loop's next
-            // read comes after the retry gap instead.
+            // A read that taught nothing new (it failed, or it was still
+            // older than a view already seen) leaves the next write against
+            // the version that just lost: it would lose again. The loop's
+            // next read comes after the retry gap instead.
             if self.shared.core().version() == against.as_ref() {
                 self.stop_moved(tasks).await;
                 return Ok(());

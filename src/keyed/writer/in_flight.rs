@@ -18,6 +18,13 @@
 //!
 //! A store whose writes answer within a quarter of the request timeout
 //! never sees these reads.
+//!
+//! A write that lost is read back before the next is planned. A read-back
+//! that answered but shows nothing newer than the version the write lost
+//! against is stale (a store whose reads lag), and a write planned on it
+//! would lose again; so it is read again a retry gap later, within the
+//! write's bound of attempts. A joiner on such a store joins in a few retry
+//! gaps rather than a few read intervals.
 
 use std::future::Future;
 use std::time::Duration;
@@ -38,6 +45,28 @@ pub(super) enum Watched {
 }
 
 impl<O: ObjectBackend> KeyedWriter<O> {
+    /// Reads the object back after a write against `against` lost, again
+    /// every retry gap while the reads are stale, counting each read after
+    /// the first in `attempts` (see the module docs). `false` when a leave
+    /// was asked for meanwhile, which is the next write.
+    pub(super) async fn read_back(&self, against: Option<&Version>, attempts: &mut usize, tasks: &mut Tasks) -> bool {
+        loop {
+            let (read, arrived) = self.read().await;
+            let answered = !matches!(read, Read::Failed);
+            self.take_in(read, arrived, tasks).await;
+            if !answered || self.shared.core().version() != against || *attempts >= super::WRITE_ATTEMPTS {
+                return true;
+            }
+            *attempts += 1;
+            let retry = self.now() + self.timing().renew_interval / 8;
+            tokio::select! {
+                biased;
+                () = self.leave.notify.notified() => return false,
+                () = self.shared.clock.sleep_until(retry) => {}
+            }
+        }
+    }
+
     /// Waits for `write`, sent at `sent_at`, reading the object while it is
     /// unanswered (see the module docs).
     pub(super) async fn watch_write<W>(
