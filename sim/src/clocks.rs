@@ -239,6 +239,13 @@ impl SimClock {
         self
     }
 
+    /// How much true time `local` takes on this clock (see
+    /// [`ClockSpec::true_duration`]): how long a timer armed for `local`
+    /// waits while nothing holds the host.
+    pub fn true_duration(&self, local: Duration) -> Duration {
+        self.spec.true_duration(local)
+    }
+
     /// Sets how late a timer may fire: the simulation's tick.
     pub fn with_timer_resolution(mut self, resolution: Duration) -> SimClock {
         self.timer_resolution = resolution;

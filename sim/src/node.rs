@@ -18,7 +18,7 @@ use hoplock::term_timing;
 use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
 
 use crate::clocks::{ClockControl, SimClock};
-use crate::downstream::Downstream;
+use crate::downstream::{Downstream, KeyWriter};
 use crate::history::{Event, History, STOPPED};
 use crate::transport::SimTransport;
 use crate::world::{Api, KeyedProtocol, KeyedSpec, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};

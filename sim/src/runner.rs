@@ -262,6 +262,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // must find that write in the history, even if the write's reply was
     // still on its way when the run ended.
     catch_up(&mut sim, &agendas, &history)?;
+    let ended = sim.elapsed();
     for name in world.node_names() {
         sim.crash(name.as_str());
     }
@@ -276,6 +277,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     }
 
     let mut entries = history.entries();
+    // The keyed downstream's writes land now, each at its own time; see
+    // `Downstream` for why that is the same as landing them as they come.
+    let landed = downstream.land_keys(&entries, ended);
+    entries.extend(landed);
     // Store events are collected after each tick; order everything by time,
     // keeping the recording order between equal times.
     entries.sort_by_key(|entry| entry.at_us);

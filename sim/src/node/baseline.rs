@@ -18,7 +18,7 @@ pub(super) async fn run_leases_per_key(
     delays_seed: u64,
     process: String,
 ) -> turmoil::Result {
-    let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
+    let events = spawn_recorder(context, keyed, delays_seed);
     let work = KeyWork::new(keyed, clock.clone());
     let mut electors = Vec::new();
     for key in 0..keyed.keys {

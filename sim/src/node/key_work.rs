@@ -7,8 +7,11 @@ use super::*;
 pub(super) enum Note {
     /// An event, stamped with the simulated time it happened.
     Event(Duration, Event),
-    /// A fenced write sent downstream at `sent`.
-    Write { key: u32, round: u64, incarnation: String, sent: Duration },
+    /// A fenced key's work sends its first write at `from` and one more
+    /// each time its timer of `every` (in true time) fires.
+    WritesStarted { key: u32, round: u64, incarnation: String, from: Duration, every: Duration },
+    /// The work sends nothing from `at` on.
+    WritesStopped { key: u32, round: u64, incarnation: String, at: Duration },
 }
 
 /// Keeps the fenced downstream's delays apart from the member's own draws.
@@ -24,6 +27,8 @@ pub(super) struct Acting {
     /// Whether the work saw its right to act cancelled and wound down; a
     /// drop before then is an abort.
     pub(super) wound_down: bool,
+    /// Whether the work is writing to the fenced downstream.
+    writing: bool,
 }
 
 impl Acting {
@@ -35,19 +40,35 @@ impl Acting {
     ) -> Acting {
         let now = turmoil::sim_elapsed().unwrap_or_default();
         let _ = events.send(Note::Event(now, Event::KeyStarted { key, round, incarnation: incarnation.clone() }));
-        Acting { events, key, round, incarnation, wound_down: false }
+        Acting { events, key, round, incarnation, wound_down: false, writing: false }
     }
 
-    /// Sends one fenced write for the key, at its round.
-    pub(super) fn write(&self) {
-        let sent = turmoil::sim_elapsed().unwrap_or_default();
+    /// Starts writing the key at its round: one write now and one each
+    /// `every` (true time) until [`Acting::stop_writing`] or the drop.
+    pub(super) fn start_writing(&mut self, every: Duration) {
+        let from = turmoil::sim_elapsed().unwrap_or_default();
         let (key, round, incarnation) = (self.key, self.round, self.incarnation.clone());
-        let _ = self.events.send(Note::Write { key, round, incarnation, sent });
+        self.writing = self.events.send(Note::WritesStarted { key, round, incarnation, from, every }).is_ok();
+    }
+
+    /// Sends no more writes. Outside the simulation's time (a crash drops
+    /// the work with its host) it says nothing: the downstream reads the
+    /// crash from the history.
+    pub(super) fn stop_writing(&mut self) {
+        if !std::mem::take(&mut self.writing) {
+            return;
+        }
+        if let Some(at) = turmoil::sim_elapsed() {
+            let (key, round, incarnation) = (self.key, self.round, self.incarnation.clone());
+            let _ = self.events.send(Note::WritesStopped { key, round, incarnation, at });
+        }
     }
 }
 
 impl Drop for Acting {
     fn drop(&mut self) {
+        // Aborted work stops writing here.
+        self.stop_writing();
         // A crash drops the work with its host; the crash itself closes the
         // interval then, so a drop outside the simulation's time records
         // nothing.
@@ -157,62 +178,59 @@ pub(super) struct KeyWork {
     pub(super) work_stop: Duration,
     pub(super) ignores_cancellation: bool,
     pub(super) fenced_keys: u32,
+    /// How long the work's timer between two writes takes, in true time.
     pub(super) write_every: Duration,
 }
 
 impl KeyWork {
     pub(super) fn new(keyed: &KeyedSpec, clock: Arc<SimClock>) -> KeyWork {
+        let write_every = clock.true_duration(Duration::from_millis(keyed.fenced_every_ms.max(1)));
         KeyWork {
             clock,
             work_stop: Duration::from_millis(keyed.work_stop_ms),
             ignores_cancellation: keyed.work_ignores_cancellation,
             fenced_keys: keyed.fenced_keys,
-            write_every: Duration::from_millis(keyed.fenced_every_ms),
+            write_every,
         }
     }
 
     /// Acts for the key until `right` is cancelled, then winds down.
+    ///
+    /// A fenced key's work writes every `write_every` while it acts. It
+    /// does not wake for each write: it tells the downstream when it starts
+    /// and stops writing, and the downstream works the writes out after the
+    /// run as this work's timer would have sent them (see
+    /// [`crate::downstream`]).
     pub(super) fn run(
         self,
-        acting: Acting,
+        mut acting: Acting,
         right: impl KeyRight,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let work = self;
         async move {
             use hoplock::clock::Clock;
+            let fenced = acting.key < work.fenced_keys;
             if work.ignores_cancellation {
                 // Careless work: it never looks at its right to act, and
-                // only its member's abort at the end of the term stops it.
+                // only its member's abort at the end of the term stops it
+                // (and its writes, as the drop says).
                 let _ = &right;
-                loop {
-                    if acting.key < work.fenced_keys {
-                        acting.write();
-                    }
-                    work.clock.sleep_until(work.clock.now() + work.write_every).await;
+                if fenced {
+                    acting.start_writing(work.write_every);
                 }
+                let never: std::convert::Infallible = std::future::pending().await;
+                match never {}
             }
-            if acting.key < work.fenced_keys {
-                // Writes as a careful user's work does: only while the
-                // right to act for the key holds. One wait for the
-                // cancellation serves every write, rather than a new one
-                // (with its own timer at the term's end) per write.
-                let cancelled = right.cancelled();
-                tokio::pin!(cancelled);
-                while !right.is_cancelled() {
-                    acting.write();
-                    tokio::select! {
-                        biased;
-                        () = &mut cancelled => break,
-                        () = work.clock.sleep_until(work.clock.now() + work.write_every) => {}
-                    }
-                }
-            } else {
-                right.cancelled().await;
+            // Writes as a careful user's work does: only while the right to
+            // act for the key holds.
+            if fenced && !right.is_cancelled() {
+                acting.start_writing(work.write_every);
             }
+            right.cancelled().await;
+            acting.stop_writing();
             // Real work takes a while to wind down; the member waits for it
             // before the key may move.
             work.clock.sleep_until(work.clock.now() + work.work_stop).await;
-            let mut acting = acting;
             acting.wound_down = true;
             drop(acting);
         }
@@ -220,12 +238,11 @@ impl KeyWork {
 }
 
 /// Starts the node's recorder: it writes what the key work reports into
-/// the history, and delivers fenced writes downstream after a delay drawn
-/// from the seed.
+/// the history, and tells the downstream when fenced keys start and stop
+/// writing.
 pub(super) fn spawn_recorder(
     context: &NodeContext,
     keyed: &KeyedSpec,
-    wire: Arc<SimClock>,
     delays_seed: u64,
 ) -> tokio::sync::mpsc::UnboundedSender<Note> {
     // Key work runs on tokio tasks that must be Send, and the history is
@@ -233,87 +250,22 @@ pub(super) fn spawn_recorder(
     // and this local task records it.
     let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<Note>();
     let (history, node, downstream) = (context.history.clone(), context.spec.name.clone(), context.downstream.clone());
-    let latency_ms = keyed.fenced_latency_ms;
-    let wire_queue = Rc::new(WireQueue::default());
-    spawn_wire(wire_queue.clone(), wire.clone(), history.clone(), node.clone(), downstream);
+    let latency_max = Duration::from_millis(keyed.fenced_latency_ms);
     tokio::task::spawn_local(async move {
-        use hoplock::clock::Clock;
-        // Drawn here, in the order the notes arrive, so every run of a
-        // seed draws the same delays.
-        let mut delays = delays_seed;
         while let Some(note) = received.recv().await {
             match note {
                 Note::Event(at, event) => history.record(at, &node, event),
-                Note::Write { key, round, incarnation, sent } => {
-                    let delay = Duration::from_millis(splitmix64(&mut delays) % (latency_ms + 1));
-                    let sent_us = u64::try_from(sent.as_micros()).unwrap_or(u64::MAX);
-                    wire_queue.push(wire.now() + delay, InFlight { key, round, incarnation, sent_us });
+                Note::WritesStarted { key, round, incarnation, from, every } => {
+                    let node = node.clone();
+                    let writer =
+                        KeyWriter { node, incarnation, key, round, from, every, latency_max, delays_seed, until: None };
+                    downstream.start_key_writes(writer);
+                }
+                Note::WritesStopped { key, round, incarnation, at } => {
+                    downstream.stop_key_writes(&node, &incarnation, key, round, at);
                 }
             }
         }
     });
     events
-}
-
-/// A fenced write on its way downstream.
-struct InFlight {
-    key: u32,
-    round: u64,
-    incarnation: String,
-    sent_us: u64,
-}
-
-/// The node's fenced writes in flight, by when they land (on the node's
-/// clock) and then in the order they were sent.
-#[derive(Default)]
-struct WireQueue {
-    writes: std::cell::RefCell<std::collections::BTreeMap<(hoplock::clock::Instant, u64), InFlight>>,
-    sent: Cell<u64>,
-    /// Wakes the wire when a write lands sooner than the one it waits for.
-    arrived: tokio::sync::Notify,
-}
-
-impl WireQueue {
-    fn push(&self, lands: hoplock::clock::Instant, write: InFlight) {
-        let order = self.sent.get();
-        self.sent.set(order + 1);
-        let sooner = self.writes.borrow().first_key_value().is_none_or(|((first, _), _)| lands < *first);
-        self.writes.borrow_mut().insert((lands, order), write);
-        if sooner {
-            self.arrived.notify_one();
-        }
-    }
-}
-
-/// The wire itself: one task, with one timer at the next landing, rather
-/// than a task and a timer per write. Timed on the node's clock, whose
-/// timers the runner knows of; a pause of the node holds the writes back
-/// too, which only makes them later.
-fn spawn_wire(queue: Rc<WireQueue>, wire: Arc<SimClock>, history: History, node: String, downstream: Downstream) {
-    tokio::task::spawn_local(async move {
-        use hoplock::clock::Clock;
-        loop {
-            let next = queue.writes.borrow().first_key_value().map(|((lands, _), _)| *lands);
-            let Some(lands) = next else {
-                queue.arrived.notified().await;
-                continue;
-            };
-            tokio::select! {
-                biased;
-                () = queue.arrived.notified() => continue,
-                () = wire.sleep_until(lands) => {}
-            }
-            let now = wire.now();
-            loop {
-                let write = {
-                    let mut writes = queue.writes.borrow_mut();
-                    match writes.first_entry() {
-                        Some(entry) if entry.key().0 <= now => entry.remove(),
-                        _ => break,
-                    }
-                };
-                downstream.write_key(&history, &node, write.key, write.round, write.incarnation, write.sent_us);
-            }
-        }
-    });
 }

@@ -51,7 +51,7 @@ pub(super) async fn run_keyed(
             leaver.leave();
         }
     });
-    let events = spawn_recorder(context, keyed, clock.clone(), delays_seed);
+    let events = spawn_recorder(context, keyed, delays_seed);
     let work = KeyWork::new(keyed, clock.clone());
     let run = writer.run(move |ctx| {
         let key = key_number(ctx.key());
