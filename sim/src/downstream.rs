@@ -21,7 +21,11 @@
 //!
 //! The writes are the ones the work's own timer would have sent: one when
 //! it starts, then one each time a timer armed for the interval fires, as
-//! long as that is before the work stopped writing. A write in flight is
+//! long as that is before the work stopped writing (a timer that fires at
+//! the very instant the work saw its right cancelled, or was aborted,
+//! sends nothing: the careful work looks at its right before it writes).
+//! Each write's delay on the wire is drawn, in true time, from the
+//! writer's seed, its key, round and place in its run of writes. A write in flight is
 //! still its sender's (it waits in the sender's buffers and retries), so
 //! both the sending timer and the landing are shaped by the sender's
 //! outages as any timer of its is (see [`crate::clocks`] and
@@ -159,22 +163,25 @@ fn sent_writes<'a>(writer: &'a KeyWriter, outages: &Outages, landing: &mut Vec<K
     // A work whose process was crashed could not say when it stopped: it
     // stopped with its process.
     let until = writer.until.map_or_else(|| outages.stopped(node, from), micros);
-    let every = micros(writer.every).max(1);
+    // Rounded up, as the simulated clock rounds its timers' true deadlines.
+    let every = u64::try_from(writer.every.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX).max(1);
     let latency_max = micros(writer.latency_max);
     let mut sent = from;
     let mut count = 0_u64;
     while sent < until {
         // Each write's delay from its own draw, so that the delays do not
         // depend on the order the writers are looked at in.
-        let mut state =
-            writer.delays_seed ^ u64::from(writer.key).rotate_left(32) ^ writer.round.rotate_left(48) ^ count;
+        let mut state = writer.delays_seed;
+        for part in [u64::from(writer.key), writer.round, count] {
+            state = splitmix64(&mut state) ^ part;
+        }
         let delay = splitmix64(&mut state) % (latency_max / 1_000 + 1) * 1_000;
-        if let Some(lands_us) = outages.landing(node, sent, sent + delay) {
+        if let Some(lands_us) = outages.landing(node, sent, sent.saturating_add(delay)) {
             landing.push(KeyWrite { lands_us, sent_us: sent, writer });
         }
         // The work's next timer, armed as this write went, fires on the
         // millisecond as tokio's timers do.
-        sent = outages.fired(node, sent, sent + every).div_ceil(1_000) * 1_000;
+        sent = outages.fired(node, sent, sent.saturating_add(every)).div_ceil(1_000).saturating_mul(1_000);
         count += 1;
     }
 }

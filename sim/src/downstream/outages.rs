@@ -11,8 +11,13 @@ use crate::history::{Entry, Event};
 /// microseconds since the start.
 #[derive(Debug, Default)]
 pub struct Outages {
-    /// Per node, by when they began: (from, until, whether a suspend).
-    holds: BTreeMap<String, Vec<(u64, u64, bool)>>,
+    /// Per node, by when they began: (from, until) of every pause and
+    /// suspend, which hold the node's timers until they end.
+    holds: BTreeMap<String, Vec<(u64, u64)>>,
+    /// Per node, in order: the stretches it was suspended, merged where
+    /// they overlap as the simulated clock merges them, which stop its
+    /// timers' clock.
+    suspends: BTreeMap<String, Vec<(u64, u64)>>,
     /// Per node, in order: when its process was crashed or restarted.
     losses: BTreeMap<String, Vec<u64>>,
     /// When the run stopped every host.
@@ -25,19 +30,25 @@ impl Outages {
     pub fn read(entries: &[Entry], ended_us: u64) -> Outages {
         let mut outages = Outages { ended_us, ..Outages::default() };
         for entry in entries {
-            let held = match entry.event {
-                Event::Paused { until_us } => (entry.at_us, until_us, false),
-                Event::Suspended { until_us, .. } => (entry.at_us, until_us, true),
+            let until_us = match entry.event {
+                Event::Paused { until_us } => until_us,
+                Event::Suspended { until_us, .. } => {
+                    outages.suspends.entry(entry.node.clone()).or_default().push((entry.at_us, until_us));
+                    until_us
+                }
                 Event::Crashed => {
                     outages.losses.entry(entry.node.clone()).or_default().push(entry.at_us);
                     continue;
                 }
                 _ => continue,
             };
-            outages.holds.entry(entry.node.clone()).or_default().push(held);
+            outages.holds.entry(entry.node.clone()).or_default().push((entry.at_us, until_us));
         }
         for holds in outages.holds.values_mut() {
             holds.sort_unstable();
+        }
+        for suspends in outages.suspends.values_mut() {
+            *suspends = merged(std::mem::take(suspends));
         }
         for losses in outages.losses.values_mut() {
             losses.sort_unstable();
@@ -49,17 +60,20 @@ impl Outages {
     /// simulated clock fires it.
     pub fn fired(&self, node: &str, armed_us: u64, due_us: u64) -> u64 {
         let holds = self.holds.get(node).map_or(&[][..], Vec::as_slice);
+        let suspends = self.suspends.get(node).map_or(&[][..], Vec::as_slice);
         // The timer's clock stands still while the host sleeps, so a suspend
         // that begins before the timer is due makes it that much later.
         let mut at = due_us;
-        for &(from, until, suspend) in holds {
-            if suspend && armed_us <= from && from < at {
-                at += until - from;
+        for &(from, until) in suspends {
+            if armed_us <= from && from < at {
+                at = at.saturating_add(until - from);
             }
         }
         // Due while the node is held, it fires when the hold ends (and a
-        // hold that began meanwhile and ends later holds it on).
-        while let Some(until) = holds.iter().filter(|&&(from, until, _)| from < at && at < until).map(|h| h.1).max() {
+        // hold that began meanwhile and ends later holds it on). A hold that
+        // begins just as the timer is due comes too late for it: the node's
+        // timers up to the instant an outage is applied have fired.
+        while let Some(until) = holds.iter().filter(|&&(from, until)| from < at && at < until).map(|h| h.1).max() {
             at = until;
         }
         at
@@ -67,7 +81,8 @@ impl Outages {
 
     /// When a write `node` sent at `sent_us`, due at `due_us`, lands, if it
     /// does: held as a timer of the sender's would be, and lost if the
-    /// sender's process ends before then.
+    /// sender's process ends before then (one that lands as its process
+    /// ends is delivered).
     pub fn landing(&self, node: &str, sent_us: u64, due_us: u64) -> Option<u64> {
         let at = self.fired(node, sent_us, due_us);
         (self.stopped(node, sent_us) >= at).then_some(at)
@@ -79,6 +94,19 @@ impl Outages {
         let losses = self.losses.get(node).map_or(&[][..], Vec::as_slice);
         losses.iter().copied().find(|&lost| lost >= since_us).unwrap_or(self.ended_us).min(self.ended_us)
     }
+}
+
+/// Stretches merged where they overlap or touch, in order.
+fn merged(mut stretches: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    stretches.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(stretches.len());
+    for (from, until) in stretches {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(until),
+            _ => merged.push((from, until)),
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -111,6 +139,15 @@ mod tests {
         assert_eq!(outages.fired("a", 1_000 * MS, 1_500 * MS), 2_000 * MS);
         assert_eq!(outages.fired("a", 1_000 * MS, 5_000 * MS), 5_500 * MS);
         assert_eq!(outages.fired("a", 1_000 * MS, 1_100 * MS), 1_100 * MS, "due before the suspend");
+    }
+
+    #[test]
+    fn overlapping_suspends_stop_the_timer_clock_once() {
+        let first = Event::Suspended { until_us: 15_000 * MS, stops_by_us: 15_100 * MS };
+        let inner = Event::Suspended { until_us: 14_000 * MS, stops_by_us: 14_100 * MS };
+        let outages = outages(&[(10_000, "a", first), (11_000, "a", inner)]);
+        // Armed at 9 s for 12 s: the clock stood still from 10 s to 15 s.
+        assert_eq!(outages.fired("a", 9_000 * MS, 12_000 * MS), 17_000 * MS);
     }
 
     #[test]

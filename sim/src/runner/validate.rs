@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The most fenced writes a keyed world may send in one run: the downstream
+/// keeps them all until it lands them after the run.
+pub const MAX_FENCED_WRITES: u64 = 10_000_000;
+
 /// Checks that `world` can be run: names are unique and known, numbers sane.
 /// The error names the field at fault, so scenario files can point at it.
 pub fn validate(world: &World) -> Result<(), SimError> {
@@ -124,6 +128,24 @@ pub fn validate(world: &World) -> Result<(), SimError> {
     }
     if world.duration_ms == 0 || world.duration_ms > MAX_DURATION_MS {
         return invalid("duration_ms".into(), format!("must be 1 to {MAX_DURATION_MS} (a week)"));
+    }
+    if let Some(keyed) = &world.keyed {
+        if keyed.fenced_every_ms == 0 || keyed.fenced_latency_ms > MAX_DURATION_MS {
+            let message = format!("fenced_every_ms must be at least 1 and fenced_latency_ms at most {MAX_DURATION_MS}");
+            return invalid("keyed".into(), message);
+        }
+        // The downstream keeps every fenced write of a run until it lands
+        // them after the run.
+        let fenced = keyed.fenced_keys.min(keyed.keys);
+        let writes = u64::from(fenced).saturating_mul(world.duration_ms / keyed.fenced_every_ms);
+        if writes > MAX_FENCED_WRITES {
+            let message = format!(
+                "{fenced} fenced keys writing every {} ms for {} ms would send about {writes} writes, more than \
+                 {MAX_FENCED_WRITES}: fence fewer keys (fenced_keys) or write less often (fenced_every_ms)",
+                keyed.fenced_every_ms, world.duration_ms
+            );
+            return invalid("keyed.fenced_every_ms".into(), message);
+        }
     }
     for (what, rate) in [("loss_rate", world.network.loss_rate), ("loss_repair_rate", world.network.loss_repair_rate)] {
         if !(0.0..=1.0).contains(&rate) {

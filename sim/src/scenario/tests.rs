@@ -106,6 +106,20 @@ fn zero_seeds_and_zero_ttl_are_refused() {
 }
 
 #[test]
+fn fenced_writes_too_frequent_too_slow_or_too_many_are_refused() {
+    let keyed = |extra: &str| format!("{MINIMAL}\n[keyed]\nkeys = 10\n{extra}\n");
+    for bad in ["fenced_every_ms = 0", "fenced_latency_ms = 9223372036854775807"] {
+        let err = error(&keyed(bad));
+        assert_eq!(err.field, "keyed", "{bad}: {err}");
+    }
+    let week = keyed("fenced_every_ms = 1").replace("duration_ms = 1000", "duration_ms = 604800000");
+    let err = error(&week);
+    assert_eq!(err.field, "keyed.fenced_every_ms", "{err}");
+    assert!(err.message.contains("fenced_keys"), "{err}");
+    assert!(Scenario::parse("s.toml", &keyed("fenced_every_ms = 1")).is_ok());
+}
+
+#[test]
 fn a_stop_margin_shorter_than_the_tick_is_refused() {
     let err = error(&format!("{MINIMAL}\n[nodes.elector]\nstop_margin_ms = 5\n"));
     assert_eq!((err.line, err.field.as_str()), (9, "nodes[0].elector.stop_margin_ms"), "{err}");
