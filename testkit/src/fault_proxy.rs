@@ -127,8 +127,9 @@ pub struct Exchange {
     /// The request body, with any chunked coding removed (the whole body
     /// the client sent, also when a hang-up forwarded only part of it).
     pub request_body: Bytes,
-    /// When the last forwarded byte of the request went to the upstream,
-    /// in microseconds since the proxy's origin.
+    /// When the proxy began forwarding the request to the upstream, before
+    /// its first byte went, in microseconds since the proxy's origin: the
+    /// upstream cannot have acted on it earlier.
     pub forwarded_us: u64,
     /// The upstream's final status, or `None` when no complete reply came
     /// (the upstream closed, a hang-up, a reset or a shutdown).

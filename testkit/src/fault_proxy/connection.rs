@@ -164,7 +164,11 @@ impl Connection {
             };
             // Pending from before the first byte goes, so that a write cut
             // short (a failure, a reset) is still recorded: it may have
-            // reached the upstream and been applied.
+            // reached the upstream and been applied. Its invocation is
+            // stamped here too, and never later: the upstream may apply the
+            // request as soon as its bytes arrive, before this task runs
+            // again, and an invocation stamped after that would make an
+            // honest store's history look not linearizable.
             AtomicCounters::bump(&self.shared.counters.forwarded);
             self.pending = Some(Exchange {
                 connection: self.id,
@@ -181,11 +185,7 @@ impl Connection {
                 delivered: false,
                 hung_up: hang_up,
             });
-            let written = upstream.stream.write_all(&to_send).await;
-            if let Some(exchange) = self.pending.as_mut() {
-                exchange.forwarded_us = self.shared.micros(now());
-            }
-            written?;
+            upstream.stream.write_all(&to_send).await?;
             if hang_up {
                 AtomicCounters::bump(&self.shared.counters.hang_ups);
                 return Err(Stop::Closed);
