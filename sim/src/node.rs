@@ -20,7 +20,7 @@ use hoplock::{Elector, Event as ElectorEvent, LeaderContext, Lease};
 use crate::clocks::{ClockControl, SimClock};
 use crate::downstream::{Downstream, KeyWriter};
 use crate::history::{Event, History, STOPPED};
-use crate::transport::SimTransport;
+use crate::transport::{Exchange, SimTransport};
 use crate::world::{Api, KeyedProtocol, KeyedSpec, NodeSpec, PolicySpec, ReadsSpec, WorkloadSpec};
 
 /// Where the fake S3 listens inside the simulation.
@@ -74,6 +74,8 @@ pub struct NodeContext {
     pub suspend_check: Duration,
     /// Set in keyed worlds: the node is a keyed writer.
     pub keyed: Option<KeyedSpec>,
+    /// Where the run's requests and replies wait while they travel.
+    pub exchange: Exchange,
 }
 
 impl NodeContext {
@@ -116,8 +118,10 @@ pub async fn run(context: NodeContext) -> turmoil::Result {
     // here as it does in production.
     config.request_timeout = request_timeout;
     config.operation_deadline = request_timeout * 2;
-    let transport =
-        Arc::new(SimTransport::new(format!("{S3_HOST}:{S3_PORT}")).with_client(&format!("{name}#{incarnation}")));
+    let transport = Arc::new(
+        SimTransport::new(format!("{S3_HOST}:{S3_PORT}"), context.exchange.clone())
+            .with_client(&format!("{name}#{incarnation}")),
+    );
     let delays_seed = context.entropy_seed(incarnation) ^ FENCED_DELAYS;
     if let Some(keyed) = context.keyed.clone()
         && keyed.protocol == KeyedProtocol::LeasePerKey

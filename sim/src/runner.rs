@@ -22,6 +22,7 @@ use crate::fake_s3::{self, FakeS3, OpKind, Outcome};
 use crate::history::{Entry, Event, Fault, History, STOPPED, StoreOp, trace_hash};
 use crate::invariants::{self, Context, Violation};
 use crate::node::{self, ACCESS_KEY, BUCKET, KEY, MEMBERS_KEY, NodeContext, S3_HOST, S3_PORT, SECRET_KEY};
+use crate::transport::Exchange;
 use crate::world::{Action, LEADER, PolicySpec, ReadsSpec, World};
 use hoplock::keyed::{MembershipRecord, MembershipReset};
 use hoplock::term_timing;
@@ -84,13 +85,16 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         .fail_rate(world.network.loss_rate)
         .repair_rate(world.network.loss_repair_rate)
         .rng_seed(seed)
-        // The store's accept backlog: a per-key-lease world opens one
-        // connection per key and member at once. It is only a limit; below
-        // it nothing changes.
-        .tcp_capacity(4096)
+        // How many requests may wait for the store to take them: a
+        // per-key-lease world sends one per key and member at once. It is
+        // only a limit (the requests past it would be lost); below it
+        // nothing changes.
+        .udp_capacity(1 << 16)
         .build();
 
     let history = History::default();
+    // Where requests and replies wait while their datagrams travel.
+    let exchange = Exchange::default();
     // Each host's timers, for `advance`, by host name.
     let store_agenda = Agenda::default();
     let mut agendas = BTreeMap::from([(S3_HOST.to_string(), store_agenda.clone())]);
@@ -103,8 +107,10 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
         let mode = world.s3.mode;
         let faults = world.s3.faults.clone();
         let control = ClockControl::with_agenda(store_agenda);
+        let exchange = exchange.clone();
         sim.host(S3_HOST, move || {
             let (faults, store_events, control) = (faults.clone(), store_events.clone(), control.clone());
+            let exchange = exchange.clone();
             let operator_ops = operator_ops.borrow_mut().take();
             async move {
                 let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &control));
@@ -125,8 +131,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
                         }
                     });
                 }
-                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", S3_PORT)).await?;
-                fake_s3::server::serve(s3, crate::transport::SimListener(listener), std::future::pending()).await;
+                crate::transport::serve(s3, S3_PORT, exchange).await?;
                 Ok(())
             }
         });
@@ -160,6 +165,7 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
             tick,
             suspend_check,
             keyed: world.keyed.clone(),
+            exchange: exchange.clone(),
         };
         sim.host(spec.name.as_str(), move || node::run(context.clone()));
     }

@@ -1,96 +1,134 @@
-//! The S3 backend's HTTP transport over the simulated network.
+//! The S3 backend's HTTP transport over the simulated network, and the fake
+//! S3's side of it.
 //!
 //! The production backend sends requests through
-//! [`hoplock::s3::transport::HttpTransport`]; here a hyper HTTP/1.1 client
-//! runs over turmoil's TCP, so signing, status mapping and retries run
-//! unchanged. reqwest cannot take a custom stream, which is why this is
-//! hyper.
+//! [`hoplock::s3::transport::HttpTransport`], which takes a whole
+//! `http::Request` and gives back a whole `http::Response`; signing, status
+//! mapping, retries and timeouts all run above it, unchanged here. Below it,
+//! the simulator carries each request and each reply as one message over
+//! turmoil's network, so latency, random loss, partitions and held links
+//! apply to it as to any message. The message itself waits at the run's
+//! [`Exchange`] under the number the datagram carries and is taken out when
+//! the datagram arrives: nothing is encoded, and a datagram that never
+//! arrives leaves its message unread.
 //!
-//! Connections are kept alive between requests, as the production
-//! transport's pool keeps them: a request takes an idle connection, or opens
-//! one when none is idle, and gives it back once its whole response is in.
-//! A request abandoned at its deadline, or one whose connection failed,
-//! takes its connection with it: a partition drops segments silently, and
-//! a connection stuck behind one must never serve a later request.
+//! HTTP/1.1 on the wire is not what the simulator tests: the production
+//! transport is reqwest's, and the tests against real stores (SeaweedFS,
+//! moto, the emulators) and the chaos harness run it. What the simulator
+//! needs of the transport is what a request can meet on the way: arriving
+//! late, not at all, or its reply not arriving, and these are the network's.
+//!
+//! What each side sees is what it would see over a connection:
+//! - a request whose datagram is lost is never handled, as a request whose
+//!   bytes never arrived is never committed;
+//! - a request that arrives is handled to the end, whether or not the
+//!   client still waits (S3 commits a whole PUT whatever becomes of the
+//!   answer);
+//! - a reply the store drops ([`Reply::DropConnection`]) reaches the client
+//!   as a connection closed before the answer, an I/O error, one network
+//!   delay later;
+//! - a reply the store keeps back ([`Reply::Silence`]) or that the network
+//!   loses leaves the client waiting until its own deadline, as a dead
+//!   connection would.
+//!
+//! Each request goes from a socket of its own, closed when the request ends
+//! or is abandoned, so a reply that comes back after its client gave up
+//! finds nobody, like a reply on a connection that was closed.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use hoplock::s3::transport::{HttpTransport, MAX_RESPONSE_BYTES, ResponseFuture, TransportError, TransportErrorKind};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper_util::rt::TokioIo;
+use turmoil::net::UdpSocket;
+
+use crate::fake_s3::{FakeS3, Reply, server};
+
+/// One message waiting at the [`Exchange`] for its datagram to arrive.
+enum Parcel {
+    /// A request, for the store.
+    Request(http::Request<Bytes>),
+    /// The store's answer to the request of the same number.
+    Response(http::Response<Bytes>),
+    /// The store closed the connection instead of answering.
+    HungUp,
+}
+
+/// Where messages wait while their datagrams travel: one per run, shared by
+/// every node's transport and the fake S3. Numbers are given out in order,
+/// so a run numbers its messages the same way every time.
+#[derive(Clone, Default)]
+pub struct Exchange {
+    inner: Arc<Mutex<Parcels>>,
+}
+
+#[derive(Default)]
+struct Parcels {
+    next: u64,
+    waiting: BTreeMap<u64, Parcel>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange").finish_non_exhaustive()
+    }
+}
+
+impl Exchange {
+    fn parcels(&self) -> std::sync::MutexGuard<'_, Parcels> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Leaves a request and returns the number its datagram carries.
+    fn post_request(&self, request: http::Request<Bytes>) -> u64 {
+        let mut parcels = self.parcels();
+        parcels.next += 1;
+        let number = parcels.next;
+        parcels.waiting.insert(number, Parcel::Request(request));
+        number
+    }
+
+    /// Leaves the answer to request `number`, under the same number.
+    fn post_answer(&self, number: u64, answer: Parcel) {
+        self.parcels().waiting.insert(number, answer);
+    }
+
+    /// Takes out the message whose datagram just arrived.
+    fn take(&self, number: u64) -> Option<Parcel> {
+        self.parcels().waiting.remove(&number)
+    }
+}
+
+/// A datagram's whole content: the number of the message it stands for.
+fn datagram(number: u64) -> [u8; 8] {
+    number.to_be_bytes()
+}
+
+/// Waits for the next datagram on `socket` and reads its number; a datagram
+/// of any other length (nobody sends one) is skipped.
+async fn receive(socket: &UdpSocket) -> std::io::Result<(u64, std::net::SocketAddr)> {
+    loop {
+        let mut buffer = [0u8; 8];
+        let (length, from) = socket.recv_from(&mut buffer).await?;
+        if length == buffer.len() {
+            return Ok((u64::from_be_bytes(buffer), from));
+        }
+    }
+}
 
 /// Sends requests to one simulated host and port, such as `s3:9000`.
 #[derive(Debug, Clone)]
 pub struct SimTransport {
     address: String,
     client: Option<http::HeaderValue>,
-    /// Connections no request is using, most recently used last.
-    idle: Arc<Mutex<Vec<Open>>>,
-}
-
-/// One open HTTP/1.1 connection: the handle requests go through, and the
-/// future that does the connection's I/O, which a request polls alongside
-/// its exchange (nothing polls it while the connection is idle).
-struct Open {
-    sender: SendRequest<Full<Bytes>>,
-    connection: Pin<Box<Connection<TokioIo<turmoil::net::TcpStream>, Full<Bytes>>>>,
-}
-
-impl std::fmt::Debug for Open {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Open").finish_non_exhaustive()
-    }
-}
-
-impl Open {
-    /// Whether the connection can take a request now: it has not closed
-    /// (the server hung up, or it failed) and no exchange is left on it.
-    /// Polls its I/O once, without waiting, to learn of a close that
-    /// arrived while it was idle.
-    fn usable(&mut self) -> bool {
-        let mut context = Context::from_waker(Waker::noop());
-        if self.connection.as_mut().poll(&mut context).is_ready() {
-            return false;
-        }
-        matches!(self.sender.poll_ready(&mut context), Poll::Ready(Ok(())))
-    }
+    exchange: Exchange,
 }
 
 impl SimTransport {
-    /// A transport to `address` (`host:port`, resolved by turmoil).
-    pub fn new(address: impl Into<String>) -> SimTransport {
-        SimTransport { address: address.into(), client: None, idle: Arc::default() }
-    }
-
-    /// An idle connection that can take a request, if there is one; idle
-    /// connections found closed are dropped on the way.
-    fn take_idle(&self) -> Option<Open> {
-        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while let Some(mut open) = idle.pop() {
-            if open.usable() {
-                return Some(open);
-            }
-        }
-        None
-    }
-
-    fn give_back(&self, open: Open) {
-        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(open);
-    }
-
-    async fn connect(&self) -> Result<Open, TransportError> {
-        let stream = turmoil::net::TcpStream::connect(self.address.as_str()).await.map_err(|err| {
-            TransportError::new(TransportErrorKind::Connect, format!("connect {}: {err}", self.address))
-        })?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|err| TransportError::new(TransportErrorKind::Connect, format!("handshake: {err}")))?;
-        Ok(Open { sender, connection: Box::pin(connection) })
+    /// A transport to `address` (`host:port`, resolved by turmoil) through
+    /// the run's `exchange`.
+    pub fn new(address: impl Into<String>, exchange: Exchange) -> SimTransport {
+        SimTransport { address: address.into(), client: None, exchange }
     }
 
     /// Names the sender of every request (`node#incarnation`) in a header
@@ -108,60 +146,65 @@ impl HttpTransport for SimTransport {
         }
         Box::pin(async move {
             let io = |message: String| TransportError::new(TransportErrorKind::Io, message);
-            let mut open = match self.take_idle() {
-                Some(open) => open,
-                None => self.connect().await?,
-            };
-            let result = {
-                let Open { sender, connection } = &mut open;
-                let exchange = async {
-                    let response =
-                        sender.send_request(request.map(Full::new)).await.map_err(|err| io(err.to_string()))?;
-                    let (parts, body) = response.into_parts();
-                    let body = Limited::new(body, MAX_RESPONSE_BYTES)
-                        .collect()
-                        .await
-                        .map_err(|err| io(format!("reading the body: {err}")))?
-                        .to_bytes();
-                    Ok(http::Response::from_parts(parts, body))
-                };
-                // The connection future does the actual I/O; it must be polled
-                // alongside the exchange.
-                tokio::pin!(exchange);
-                let result = tokio::select! {
-                    biased;
-                    result = &mut exchange => result,
-                    result = connection.as_mut() => {
-                        let result = match result {
-                            Err(err) => Err(io(format!("connection failed: {err}"))),
-                            // The connection closed cleanly; the exchange
-                            // finishes (or fails) on its own now.
-                            Ok(()) => exchange.await,
-                        };
-                        // A closed connection serves no one again.
-                        return result;
-                    }
-                };
-                result
-            };
-            if result.is_ok() {
-                self.give_back(open);
+            // The socket is the request's connection: bound before anything
+            // is sent, closed (dropped) when the request ends either way.
+            let socket = UdpSocket::bind(("0.0.0.0", 0)).await.map_err(|err| {
+                TransportError::new(TransportErrorKind::Connect, format!("connect {}: {err}", self.address))
+            })?;
+            let number = self.exchange.post_request(request);
+            if let Err(err) = socket.send_to(&datagram(number), self.address.as_str()).await {
+                self.exchange.take(number);
+                return Err(TransportError::new(
+                    TransportErrorKind::Connect,
+                    format!("connect {}: {err}", self.address),
+                ));
             }
-            result
+            loop {
+                let (answered, _) = receive(&socket).await.map_err(|err| io(err.to_string()))?;
+                // A port is used again once its request is over, so a late
+                // answer to an earlier request can arrive here; it is
+                // thrown away, as a reply on a closed connection is.
+                let parcel = self.exchange.take(answered);
+                if answered != number {
+                    continue;
+                }
+                return match parcel {
+                    Some(Parcel::Response(response)) if response.body().len() > MAX_RESPONSE_BYTES => {
+                        Err(io(format!("reading the body: more than {MAX_RESPONSE_BYTES} bytes")))
+                    }
+                    Some(Parcel::Response(response)) => Ok(response),
+                    Some(Parcel::HungUp) => Err(io("connection closed before the reply".into())),
+                    Some(Parcel::Request(_)) | None => Err(io("a reply without its message".into())),
+                };
+            }
         })
     }
 }
 
-/// turmoil's listener as the fake S3 server's [`Listener`]: the server lives
-/// in `hoplock-testkit`, which knows nothing of the simulated network.
-///
-/// [`Listener`]: crate::fake_s3::server::Listener
-pub struct SimListener(pub turmoil::net::TcpListener);
-
-impl crate::fake_s3::server::Listener for SimListener {
-    type Io = turmoil::net::TcpStream;
-
-    async fn accept(&mut self) -> std::io::Result<(Self::Io, std::net::SocketAddr)> {
-        self.0.accept().await
+/// Serves `s3` on `port` of the current simulated host through the run's
+/// `exchange`, until the host goes down: each request that arrives is
+/// handled in a task of its own ([`server::handle_whole`]), and its answer
+/// goes back to the socket it came from.
+pub async fn serve(s3: FakeS3, port: u16, exchange: Exchange) -> std::io::Result<()> {
+    let socket = Arc::new(UdpSocket::bind(("0.0.0.0", port)).await?);
+    loop {
+        let (number, from) = receive(&socket).await?;
+        let Some(Parcel::Request(request)) = exchange.take(number) else {
+            continue;
+        };
+        let (s3, socket, exchange) = (s3.clone(), socket.clone(), exchange.clone());
+        tokio::spawn(async move {
+            let answer = match server::handle_whole(&s3, request).await {
+                Reply::Respond(response) => Parcel::Response(response),
+                Reply::DropConnection => Parcel::HungUp,
+                Reply::Silence => return,
+            };
+            exchange.post_answer(number, answer);
+            // Sending fails only if the client's host is gone, and then
+            // nobody waits for the answer.
+            if socket.send_to(&datagram(number), from).await.is_err() {
+                exchange.take(number);
+            }
+        });
     }
 }

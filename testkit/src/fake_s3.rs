@@ -11,7 +11,8 @@
 //!   answers: quoted MD5 ETags, `412 PreconditionFailed`, `404 NoSuchKey`,
 //!   `304` for a matching `If-None-Match` on GET, XML error bodies, `Date`,
 //!   `Last-Modified` and `x-amz-request-id` headers.
-//! - [`server`]: hyper over any listener: tokio's, or the simulator's.
+//! - [`server`]: hyper over any listener, and [`server::handle_whole`] for
+//!   transports that carry whole requests, such as the simulator's.
 //!
 //! Determinism: time comes from the injected [`hoplock::clock::Clock`] and
 //! every random choice from the seed given to [`FakeS3::builder`]; maps

@@ -12,8 +12,8 @@ use hoplock::s3::sigv4::Credentials;
 use hoplock::s3::{S3Backend, S3Config};
 use hoplock::testing::conformance;
 use hoplock_sim::clocks::{ClockControl, ClockSpec, SimClock};
-use hoplock_sim::fake_s3::{self, FakeS3, Faults, Latency, OpFaults, ProviderMode};
-use hoplock_sim::transport::SimTransport;
+use hoplock_sim::fake_s3::{FakeS3, Faults, Latency, OpFaults, ProviderMode};
+use hoplock_sim::transport::{self, Exchange, SimTransport};
 
 const EPOCH: Duration = Duration::from_secs(1_893_456_000);
 
@@ -26,7 +26,7 @@ enum Suite {
 
 /// Runs `suite` against a fake S3 in `mode` inside turmoil; returns the
 /// suite's verdict.
-fn suite_over_simulated_tcp(suite: Suite, mode: ProviderMode, faults: Faults) -> Result<(), String> {
+fn suite_over_the_simulated_network(suite: Suite, mode: ProviderMode, faults: Faults) -> Result<(), String> {
     let epoch = SystemTime::UNIX_EPOCH + EPOCH;
     let mut sim = turmoil::Builder::new()
         .epoch(epoch)
@@ -34,13 +34,14 @@ fn suite_over_simulated_tcp(suite: Suite, mode: ProviderMode, faults: Faults) ->
         .simulation_duration(Duration::from_secs(600))
         .rng_seed(7)
         .build();
+    let exchange = Exchange::default();
+    let server_exchange = exchange.clone();
     sim.host("s3", move || {
-        let faults = faults.clone();
+        let (faults, exchange) = (faults.clone(), server_exchange.clone());
         async move {
             let clock = Arc::new(SimClock::new(epoch, ClockSpec::default(), &ClockControl::default()));
             let s3 = FakeS3::builder(clock, 1).mode(mode).faults(faults).credentials("AK", "SK").bucket("b").build()?;
-            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 9000)).await?;
-            fake_s3::server::serve(s3, hoplock_sim::transport::SimListener(listener), std::future::pending()).await;
+            transport::serve(s3, 9000, exchange).await?;
             Ok(())
         }
     });
@@ -54,7 +55,7 @@ fn suite_over_simulated_tcp(suite: Suite, mode: ProviderMode, faults: Faults) ->
         config.credentials = CredentialSource::Explicit(Credentials::new("AK", "SK"));
         let backend = S3Backend::with_parts(
             config,
-            Arc::new(SimTransport::new("s3:9000")),
+            Arc::new(SimTransport::new("s3:9000", exchange)),
             clock,
             Arc::new(SeededEntropy::new(3)),
         )?;
@@ -83,18 +84,18 @@ fn slow_store() -> Faults {
 }
 
 #[test]
-fn the_honest_fake_passes_over_simulated_tcp() {
+fn the_honest_fake_passes_over_the_simulated_network() {
     for suite in [Suite::Lease, Suite::Objects] {
-        suite_over_simulated_tcp(suite, ProviderMode::Honest, Faults::default()).unwrap();
-        suite_over_simulated_tcp(suite, ProviderMode::Honest, slow_store()).unwrap();
+        suite_over_the_simulated_network(suite, ProviderMode::Honest, Faults::default()).unwrap();
+        suite_over_the_simulated_network(suite, ProviderMode::Honest, slow_store()).unwrap();
     }
 }
 
 #[test]
-fn a_broken_fake_fails_over_simulated_tcp() {
+fn a_broken_fake_fails_over_the_simulated_network() {
     for suite in [Suite::Lease, Suite::Objects] {
         for mode in [ProviderMode::IgnoreIfNoneMatch, ProviderMode::IgnoreIfMatch, ProviderMode::NonAtomic] {
-            let failure = suite_over_simulated_tcp(suite, mode, slow_store())
+            let failure = suite_over_the_simulated_network(suite, mode, slow_store())
                 .expect_err(&format!("{mode} passed the {suite:?} suite"));
             assert!(failure.contains("race") || failure.contains("stale"), "{suite:?} {mode}: {failure}");
         }

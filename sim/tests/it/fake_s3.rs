@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hoplock::backend::{Backend, BackendError};
-use hoplock::clock::{Clock, DriftingClock, SystemClock};
+use hoplock::clock::{Clock, SystemClock};
 use hoplock::s3::config::Addressing;
 use hoplock::s3::credentials::CredentialSource;
 use hoplock::s3::sigv4::{Credentials, sign};
@@ -413,46 +413,6 @@ async fn the_observer_sees_every_object_request_in_order() {
             assert!(event.started <= at && at <= event.ended);
         }
     }
-}
-
-/// The same server over turmoil's simulated TCP: the listener seam works,
-/// and time is the simulation's.
-#[test]
-fn the_server_runs_over_the_simulated_network() -> turmoil::Result {
-    let mut sim = turmoil::Builder::new().epoch(std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000)).build();
-    sim.host("s3", || async {
-        let clock = Arc::new(DriftingClock::new(std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000), 0));
-        let s3 = FakeS3::builder(clock, 11)
-            .credentials(ACCESS_KEY, SECRET_KEY)
-            .bucket(BUCKET)
-            .faults(write_latency(20))
-            .build()?;
-        let listener = turmoil::net::TcpListener::bind("0.0.0.0:9000").await?;
-        server::serve(s3, hoplock_sim::transport::SimListener(listener), std::future::pending()).await;
-        Ok(())
-    });
-    sim.client("client", async {
-        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let mut request = http::Request::put(format!("http://s3:9000/{BUCKET}/k"))
-            .header("if-none-match", "*")
-            .body(Bytes::from_static(b"hello"))?;
-        sign(&mut request, &Credentials::new(ACCESS_KEY, SECRET_KEY), "us-east-1", now)?;
-        let mut text = format!("PUT /{BUCKET}/k HTTP/1.1\r\n");
-        for (name, value) in request.headers() {
-            text.push_str(&format!("{name}: {}\r\n", value.to_str()?));
-        }
-        text.push_str("content-length: 5\r\nconnection: close\r\n\r\nhello");
-        let mut stream = turmoil::net::TcpStream::connect("s3:9000").await?;
-        stream.write_all(text.as_bytes()).await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        let response = String::from_utf8_lossy(&response);
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        assert!(response.contains("etag: \"5d41402abc4b2a76b9719d911017c592\""), "{response}");
-        assert!(response.contains("date: Tue, 14 Nov 2023 22:13:"), "{response}");
-        Ok(())
-    });
-    sim.run()
 }
 
 /// A fake S3 whose writes have these faults, recording every event.

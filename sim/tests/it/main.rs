@@ -6,3 +6,4 @@ mod fake_s3;
 mod gated_steps;
 mod runs;
 mod scenarios;
+mod transport;

@@ -213,24 +213,49 @@ fn leader_at(world: &World, seed: u64, at_ms: u64) -> String {
         .expect("somebody leads")
 }
 
+/// An instant, in whole milliseconds, at which one of `node`'s downstream
+/// writes is in flight in the unscheduled run of `world`: half a write's
+/// latency before the first that lands after `after_ms`.
+fn write_in_flight(world: &World, seed: u64, node: &str, after_ms: u64) -> u64 {
+    let report = run(&World { schedule: Vec::new(), ..world.clone() }, seed);
+    let latency_us =
+        world.nodes.iter().find(|spec| spec.name == node).expect("the node").workload.write_latency_ms * 1000;
+    let landed_us = report
+        .entries
+        .iter()
+        .find(|e| {
+            e.node == node
+                && matches!(e.event, hoplock_sim::history::Event::Downstream { .. })
+                && e.at_us > after_ms * 1000
+        })
+        .expect("the leader writes downstream")
+        .at_us;
+    (landed_us - latency_us / 2) / 1000
+}
+
 #[test]
 fn a_paused_leaders_stale_writes_are_all_rejected_by_the_fence() {
     for seed in 0..4 {
         let mut base = plain_world(Vec::new());
-        // Writes spend most of their period on the wire, so the pause almost
-        // surely catches one in flight.
+        // Writes spend most of their period on the wire.
         for node in &mut base.nodes {
             node.workload.write_latency_ms = 450;
         }
         let leader = leader_at(&base, seed, 10_000);
+        // Paused while one of its writes is on the wire: the run without
+        // the pause is the same up to the pause, so a write it lands
+        // after 10 s was in flight half its latency before.
+        let at_ms = write_in_flight(&base, seed, &leader, 10_000);
         // Stopped for longer than the TTL (6 s), so another node takes over.
-        let pause = Scheduled { at_ms: 10_000, action: Action::Pause { node: leader.clone(), for_ms: 12_000 } };
+        let pause = Scheduled { at_ms, action: Action::Pause { node: leader.clone(), for_ms: 12_000 } };
         let world = World { schedule: vec![pause], ..base };
         let report = run(&world, seed);
         assert!(report.violations.is_empty(), "seed {seed}: {:?}", report.violations);
         let stale = report.stats.stale_writes_rejected;
         let newer = report.entries.iter().any(|e| {
-            e.node != leader && matches!(e.event, hoplock_sim::history::Event::Acquired { .. }) && e.at_us > 10_000_000
+            e.node != leader
+                && matches!(e.event, hoplock_sim::history::Event::Acquired { .. })
+                && e.at_us > at_ms * 1000
         });
         assert!(newer, "seed {seed}: nobody took over from the paused {leader}");
         assert!(stale > 0, "seed {seed}: the paused leader never wrote stale: the scenario tests nothing");

@@ -1,6 +1,8 @@
 //! Serving the fake S3 over HTTP/1.1 with hyper, on any stream-yielding
 //! listener: tokio's `TcpListener` for real loopback tests, or any other
-//! [`Listener`] (the simulator implements it for its simulated network).
+//! [`Listener`]. A transport that carries whole requests rather than bytes
+//! (the simulator's does) hands each to [`handle_whole`], which is what the
+//! server does once a body has arrived.
 //!
 //! [`serve`] accepts connections until its `shutdown` future completes and
 //! runs each on [`serve_connection`]. A connection whose reply is to be
@@ -145,10 +147,8 @@ where
 
 /// Reads the body and handles the request; `None` drops the reply.
 ///
-/// A request whose body arrived whole is handled to the end in a task of
-/// its own, even if the client hangs up meanwhile: S3 commits a fully
-/// received PUT whether or not anyone waits for the answer. A request whose
-/// body did not arrive whole is never handled, so it never commits.
+/// A request whose body did not arrive whole is never handled, so it never
+/// commits; one that did is handled by [`handle_whole`].
 async fn answer(s3: &FakeS3, request: http::Request<Incoming>) -> Option<http::Response<Bytes>> {
     let (parts, body) = request.into_parts();
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
@@ -159,11 +159,55 @@ async fn answer(s3: &FakeS3, request: http::Request<Incoming>) -> Option<http::R
         // The client went away mid-body: there is nobody to answer.
         Err(_) => return None,
     };
+    match handle_whole(s3, http::Request::from_parts(parts, body)).await {
+        Reply::Respond(response) => Some(response),
+        Reply::Silence => std::future::pending().await,
+        Reply::DropConnection => None,
+    }
+}
+
+/// Handles a request whose body arrived whole, as the server does: a body
+/// over [`MAX_BODY_BYTES`] is refused with S3's `EntityTooLarge` (a 400), and any
+/// other request is handled to the end in a task of its own, even if the
+/// client hangs up meanwhile, because S3 commits a fully received PUT
+/// whether or not anyone waits for the answer.
+///
+/// For transports that carry whole messages rather than bytes, such as the
+/// simulator's; [`serve`] reads the body first and then comes here.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::{Duration, SystemTime};
+///
+/// use bytes::Bytes;
+/// use hoplock::clock::{Clock, DriftingClock};
+/// use hoplock::s3::sigv4::{Credentials, sign};
+/// use hoplock_testkit::fake_s3::{FakeS3, Reply, server};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let clock = Arc::new(DriftingClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000), 0));
+/// let s3 = FakeS3::builder(clock.clone(), 42).credentials("AK", "SK").bucket("leases").build()?;
+///
+/// // One byte over the limit is refused before the store sees it.
+/// let too_large = Bytes::from(vec![b'x'; server::MAX_BODY_BYTES + 1]);
+/// let mut request = http::Request::put("http://s3.test/leases/k").body(too_large)?;
+/// sign(&mut request, &Credentials::new("AK", "SK"), "us-east-1", clock.wall())?;
+/// let Reply::Respond(response) = server::handle_whole(&s3, request).await else { unreachable!() };
+/// assert_eq!(response.status(), 400);
+/// assert!(std::str::from_utf8(response.body())?.contains("<Code>EntityTooLarge</Code>"));
+/// assert!(s3.object("leases", "k").is_none());
+/// # Ok(())
+/// # }
+/// ```
+pub async fn handle_whole(s3: &FakeS3, request: http::Request<Bytes>) -> Reply {
+    if request.body().len() > MAX_BODY_BYTES {
+        return Reply::Respond(s3.entity_too_large(request.uri().path(), MAX_BODY_BYTES));
+    }
     let handler = s3.clone();
-    let handled = tokio::spawn(async move { handler.handle(http::Request::from_parts(parts, body)).await });
-    match handled.await {
-        Ok(Reply::Respond(response)) => Some(response),
-        Ok(Reply::Silence) => std::future::pending().await,
-        Ok(Reply::DropConnection) | Err(_) => None,
+    match tokio::spawn(async move { handler.handle(request).await }).await {
+        Ok(reply) => reply,
+        // The handler panicked: nobody can be answered.
+        Err(_) => Reply::DropConnection,
     }
 }

@@ -189,6 +189,9 @@ mod dns;
 use dns::Dns;
 pub use dns::{ToIpAddr, ToIpAddrs, ToSocketAddrs};
 
+// hoplock patch (see `PATCHES.md`): the hash of turmoil's maps.
+mod fast_map;
+
 mod envelope;
 use envelope::Envelope;
 pub use envelope::{Datagram, Protocol, Segment};
