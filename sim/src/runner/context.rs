@@ -144,7 +144,7 @@ pub(super) fn checker_context(world: &World) -> Context {
 /// the rates injected for reads and for writes, plus the chance that random
 /// message loss catches one of a request's messages (a link drops from when
 /// it fails until it is repaired, about loss / (loss + repair) of the time;
-/// a request and its connection take about six messages).
+/// a request and its reply are one message each).
 pub(super) fn failure_probability(world: &World) -> f64 {
     let rate = |op: &fake_s3::OpFaults| {
         op.error_500_rate + op.slow_down_503_rate + op.throttle_429_rate + op.ambiguous_success_rate
@@ -152,6 +152,6 @@ pub(super) fn failure_probability(world: &World) -> f64 {
     let store = rate(&world.s3.faults.read).max(rate(&world.s3.faults.write));
     let (loss, repair) = (world.network.loss_rate, world.network.loss_repair_rate);
     let down = if loss > 0.0 { loss / (loss + repair.max(1e-9)) } else { 0.0 };
-    let network = 1.0 - (1.0 - down).powi(6);
+    let network = 1.0 - (1.0 - down).powi(2);
     (store + network).min(1.0)
 }
