@@ -34,6 +34,12 @@
 //! Each request goes from a socket of its own, closed when the request ends
 //! or is abandoned, so a reply that comes back after its client gave up
 //! finds nobody, like a reply on a connection that was closed.
+//!
+//! One thing a request meets differently: a partition makes it wait out its
+//! deadline, where turmoil's TCP refused a new connection through a cut link
+//! at once. A silent partition (dropped packets) does not refuse a real
+//! connection either; the S3 backend's handling of a refused connection is
+//! tested against the real stores and in its own unit tests.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -57,6 +63,12 @@ enum Parcel {
 /// Where messages wait while their datagrams travel: one per run, shared by
 /// every node's transport and the fake S3. Numbers are given out in order,
 /// so a run numbers its messages the same way every time.
+///
+/// A message whose datagram the network loses, or whose reply reaches a
+/// socket that was closed meanwhile, is never taken out: nobody can tell a
+/// lost datagram from a slow one (a held link delivers hours late). Those
+/// stay until the run ends and its `Exchange` is dropped, one per lost
+/// message, and nothing reads them.
 #[derive(Clone, Default)]
 pub struct Exchange {
     inner: Arc<Mutex<Parcels>>,
@@ -200,8 +212,8 @@ pub async fn serve(s3: FakeS3, port: u16, exchange: Exchange) -> std::io::Result
                 Reply::Silence => return,
             };
             exchange.post_answer(number, answer);
-            // Sending fails only if the client's host is gone, and then
-            // nobody waits for the answer.
+            // Sending fails only if there is no link to the client at all;
+            // then nobody can take the answer.
             if socket.send_to(&datagram(number), from).await.is_err() {
                 exchange.take(number);
             }

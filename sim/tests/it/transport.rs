@@ -26,8 +26,17 @@ fn epoch() -> SystemTime {
 /// A simulation with a fake S3 on `s3:9000` whose writes have `write`
 /// faults, and the store itself, to look into once the client is done.
 fn world(write: OpFaults) -> (turmoil::Sim<'static>, Exchange, Arc<Mutex<Option<FakeS3>>>) {
+    world_with_ports(write, 49152..=65535)
+}
+
+/// [`world`], with hosts handing out only `ports` to the sockets they open.
+fn world_with_ports(
+    write: OpFaults,
+    ports: std::ops::RangeInclusive<u16>,
+) -> (turmoil::Sim<'static>, Exchange, Arc<Mutex<Option<FakeS3>>>) {
     let mut sim = turmoil::Builder::new()
         .epoch(epoch())
+        .ephemeral_ports(ports)
         .tick_duration(Duration::from_millis(1))
         .min_message_latency(Duration::from_millis(5))
         .max_message_latency(Duration::from_millis(5))
@@ -138,8 +147,12 @@ fn a_request_lost_to_a_partition_is_never_handled() -> turmoil::Result {
 }
 
 #[test]
-fn a_late_reply_to_an_abandoned_request_finds_nobody() -> turmoil::Result {
-    let (mut sim, exchange, store) = world(OpFaults { latency: Latency::Fixed { ms: 500 }, ..OpFaults::default() });
+fn a_late_reply_to_an_abandoned_request_is_never_taken_for_another() -> turmoil::Result {
+    // One port for the client's sockets: the next request's socket has the
+    // abandoned one's port, so the late reply reaches it and must be told
+    // apart by its number.
+    let (mut sim, exchange, store) =
+        world_with_ports(OpFaults { latency: Latency::Fixed { ms: 500 }, ..OpFaults::default() }, 49152..=49152);
     sim.client("client", async move {
         let transport = SimTransport::new("s3:9000", exchange);
         // The write's reply comes about 510 ms after it was sent; the

@@ -14,10 +14,18 @@ use std::hash::{BuildHasherDefault, Hasher};
 pub(crate) type IndexMap<K, V> = indexmap::IndexMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// A multiply-and-fold hash over machine words: quick for the short keys
-/// above, and good enough in its high bits, which the table reads first.
-#[derive(Default, Clone, Copy)]
+/// above. The table picks a bucket from the low bits and keeps the top
+/// seven as a tag; the fold in [`Hasher::finish`] mixes both.
+#[derive(Clone, Copy)]
 pub(crate) struct WordHasher {
     state: u64,
+}
+
+impl Default for WordHasher {
+    /// Starts from a non-zero state, so leading zero words still move it.
+    fn default() -> Self {
+        WordHasher { state: 0x243f_6a88_85a3_08d3 }
+    }
 }
 
 impl WordHasher {

@@ -301,8 +301,12 @@ impl Udp {
             if let Err(err) = bind.queue.try_send((datagram, src)) {
                 // drop any packets that exceed the capacity
                 match err {
-                    mpsc::error::TrySendError::Full((datagram, _)) => {
-                        tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %Protocol::Udp(datagram), "Dropped (Full buffer)");
+                    // hoplock patch (see `PATCHES.md`): a datagram lost to a
+                    // full queue would pass for network loss that nobody
+                    // scheduled; the capacity is a limit to raise, so
+                    // reaching it fails loudly, as a full TCP backlog does.
+                    mpsc::error::TrySendError::Full((_, _)) => {
+                        panic!("{dst} received more datagrams than its queue holds (udp_capacity)");
                     }
                     mpsc::error::TrySendError::Closed((datagram, _)) => {
                         tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %Protocol::Udp(datagram), "Dropped (Receiver closed)");
