@@ -138,6 +138,21 @@ pub struct ClockControl {
     agenda: Agenda,
 }
 
+/// `stretches` (from, until) in order, merged where they overlap or touch:
+/// how a host's suspends stop its clock, read here and by the fenced
+/// downstream, which replays a writer's timers after the run.
+pub(crate) fn merged<T: Ord + Copy>(mut stretches: Vec<(T, T)>) -> Vec<(T, T)> {
+    stretches.sort_unstable();
+    let mut merged: Vec<(T, T)> = Vec::with_capacity(stretches.len());
+    for (from, until) in stretches {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(until),
+            _ => merged.push((from, until)),
+        }
+    }
+    merged
+}
+
 /// The stretches of true time (from, until) in which one host was
 /// suspended, in order and apart from one another.
 #[derive(Clone, Debug, Default)]
@@ -152,15 +167,7 @@ impl Suspends {
     fn add(&self, from: Duration, until: Duration) {
         let mut all = self.lock();
         all.push((from, until));
-        all.sort_unstable();
-        let mut merged: Vec<(Duration, Duration)> = Vec::with_capacity(all.len());
-        for (from, until) in all.drain(..) {
-            match merged.last_mut() {
-                Some(last) if from <= last.1 => last.1 = last.1.max(until),
-                _ => merged.push((from, until)),
-            }
-        }
-        *all = merged;
+        *all = merged(std::mem::take(&mut *all));
     }
 
     /// How long the host was suspended before true time `at`.

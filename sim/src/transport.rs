@@ -158,18 +158,16 @@ impl HttpTransport for SimTransport {
         }
         Box::pin(async move {
             let io = |message: String| TransportError::new(TransportErrorKind::Io, message);
+            let unsent = |err: std::io::Error| {
+                TransportError::new(TransportErrorKind::Connect, format!("connect {}: {err}", self.address))
+            };
             // The socket is the request's connection: bound before anything
             // is sent, closed (dropped) when the request ends either way.
-            let socket = UdpSocket::bind(("0.0.0.0", 0)).await.map_err(|err| {
-                TransportError::new(TransportErrorKind::Connect, format!("connect {}: {err}", self.address))
-            })?;
+            let socket = UdpSocket::bind(("0.0.0.0", 0)).await.map_err(unsent)?;
             let number = self.exchange.post_request(request);
             if let Err(err) = socket.send_to(&datagram(number), self.address.as_str()).await {
                 self.exchange.take(number);
-                return Err(TransportError::new(
-                    TransportErrorKind::Connect,
-                    format!("connect {}: {err}", self.address),
-                ));
+                return Err(unsent(err));
             }
             loop {
                 let (answered, _) = receive(&socket).await.map_err(|err| io(err.to_string()))?;

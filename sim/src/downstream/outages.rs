@@ -48,7 +48,7 @@ impl Outages {
             holds.sort_unstable();
         }
         for suspends in outages.suspends.values_mut() {
-            *suspends = merged(std::mem::take(suspends));
+            *suspends = crate::clocks::merged(std::mem::take(suspends));
         }
         for losses in outages.losses.values_mut() {
             losses.sort_unstable();
@@ -94,19 +94,6 @@ impl Outages {
         let losses = self.losses.get(node).map_or(&[][..], Vec::as_slice);
         losses.iter().copied().find(|&lost| lost >= since_us).unwrap_or(self.ended_us).min(self.ended_us)
     }
-}
-
-/// Stretches merged where they overlap or touch, in order.
-fn merged(mut stretches: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    stretches.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(stretches.len());
-    for (from, until) in stretches {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(until),
-            _ => merged.push((from, until)),
-        }
-    }
-    merged
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! skipping, so the client times itself with tokio's (simulated) time.
 #![allow(clippy::disallowed_methods)]
 
+use std::future::Future;
+use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,17 +25,20 @@ fn epoch() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(EPOCH_SECS)
 }
 
-/// A simulation with a fake S3 on `s3:9000` whose writes have `write`
-/// faults, and the store itself, to look into once the client is done.
-fn world(write: OpFaults) -> (turmoil::Sim<'static>, Exchange, Arc<Mutex<Option<FakeS3>>>) {
-    world_with_ports(write, 49152..=65535)
-}
+/// The ports hosts hand out to the sockets they open, turmoil's default.
+const ALL_PORTS: RangeInclusive<u16> = 49152..=65535;
 
-/// [`world`], with hosts handing out only `ports` to the sockets they open.
-fn world_with_ports(
+/// Runs `client` on a transport to a fake S3 on `s3:9000` whose writes have
+/// `write` faults, in a world whose hosts hand out only `ports`; returns
+/// what the store holds under `k` once the client is done.
+fn run_client<F>(
     write: OpFaults,
-    ports: std::ops::RangeInclusive<u16>,
-) -> (turmoil::Sim<'static>, Exchange, Arc<Mutex<Option<FakeS3>>>) {
+    ports: RangeInclusive<u16>,
+    client: impl FnOnce(SimTransport) -> F,
+) -> Result<Option<Bytes>, Box<dyn std::error::Error>>
+where
+    F: Future<Output = turmoil::Result> + 'static,
+{
     let mut sim = turmoil::Builder::new()
         .epoch(epoch())
         .ephemeral_ports(ports)
@@ -56,7 +61,11 @@ fn world_with_ports(
             Ok(())
         }
     });
-    (sim, exchange, store)
+    sim.client("client", client(SimTransport::new("s3:9000", exchange)));
+    sim.run()?;
+    let stored =
+        store.lock().unwrap().as_ref().and_then(|s3| s3.object(BUCKET, "k")).map(|object| object.body().clone());
+    Ok(stored)
 }
 
 /// A signed request; `body` makes it a PUT, `None` a GET.
@@ -72,15 +81,10 @@ fn request(key: &str, body: Option<&'static str>) -> http::Request<Bytes> {
     request
 }
 
-fn stored(store: &Mutex<Option<FakeS3>>, key: &str) -> Option<Bytes> {
-    store.lock().unwrap().as_ref().and_then(|s3| s3.object(BUCKET, key)).map(|object| object.body().clone())
-}
-
 #[test]
 fn a_request_and_its_reply_travel_as_messages() -> turmoil::Result {
-    let (mut sim, exchange, store) = world(OpFaults { latency: Latency::Fixed { ms: 20 }, ..OpFaults::default() });
-    sim.client("client", async move {
-        let transport = SimTransport::new("s3:9000", exchange);
+    let write = OpFaults { latency: Latency::Fixed { ms: 20 }, ..OpFaults::default() };
+    let stored = run_client(write, ALL_PORTS, |transport| async move {
         let sent = tokio::time::Instant::now();
         let response = transport.send(request("k", Some("hello"))).await?;
         assert_eq!(response.status(), 200);
@@ -90,47 +94,40 @@ fn a_request_and_its_reply_travel_as_messages() -> turmoil::Result {
         assert!(response.headers()["date"].to_str()?.starts_with("Tue, 14 Nov 2023 22:13:"));
         assert_eq!(sent.elapsed(), Duration::from_millis(30));
         Ok(())
-    });
-    sim.run()?;
-    assert_eq!(stored(&store, "k").as_deref(), Some(&b"hello"[..]));
+    })?;
+    assert_eq!(stored.as_deref(), Some(&b"hello"[..]));
     Ok(())
 }
 
 #[test]
 fn a_reply_the_store_drops_is_an_io_error_one_delay_later_and_the_write_stands() -> turmoil::Result {
-    let (mut sim, exchange, store) = world(OpFaults { ambiguous_success_rate: 1.0, ..OpFaults::default() });
-    sim.client("client", async move {
-        let transport = SimTransport::new("s3:9000", exchange);
+    let write = OpFaults { ambiguous_success_rate: 1.0, ..OpFaults::default() };
+    let stored = run_client(write, ALL_PORTS, |transport| async move {
         let sent = tokio::time::Instant::now();
         let err = transport.send(request("k", Some("hello"))).await.unwrap_err();
         assert_eq!(err.kind, TransportErrorKind::Io, "{err}");
         assert_eq!(sent.elapsed(), Duration::from_millis(10), "a closed connection is heard at once");
         Ok(())
-    });
-    sim.run()?;
-    assert_eq!(stored(&store, "k").as_deref(), Some(&b"hello"[..]));
+    })?;
+    assert_eq!(stored.as_deref(), Some(&b"hello"[..]));
     Ok(())
 }
 
 #[test]
 fn a_silent_store_leaves_the_client_waiting_and_the_write_stands() -> turmoil::Result {
-    let (mut sim, exchange, store) = world(OpFaults { silent_reply_rate: 1.0, ..OpFaults::default() });
-    sim.client("client", async move {
-        let transport = SimTransport::new("s3:9000", exchange);
+    let write = OpFaults { silent_reply_rate: 1.0, ..OpFaults::default() };
+    let stored = run_client(write, ALL_PORTS, |transport| async move {
         let waited = tokio::time::timeout(Duration::from_secs(2), transport.send(request("k", Some("hello")))).await;
         assert!(waited.is_err(), "an answer came: {waited:?}");
         Ok(())
-    });
-    sim.run()?;
-    assert_eq!(stored(&store, "k").as_deref(), Some(&b"hello"[..]));
+    })?;
+    assert_eq!(stored.as_deref(), Some(&b"hello"[..]));
     Ok(())
 }
 
 #[test]
 fn a_request_lost_to_a_partition_is_never_handled() -> turmoil::Result {
-    let (mut sim, exchange, store) = world(OpFaults::default());
-    sim.client("client", async move {
-        let transport = SimTransport::new("s3:9000", exchange);
+    let stored = run_client(OpFaults::default(), ALL_PORTS, |transport| async move {
         // Let the store's host start before cutting it off.
         tokio::time::sleep(Duration::from_millis(10)).await;
         turmoil::partition("client", "s3");
@@ -140,9 +137,8 @@ fn a_request_lost_to_a_partition_is_never_handled() -> turmoil::Result {
         let read = transport.send(request("k", None)).await?;
         assert_eq!(read.status(), 404, "the lost write was applied");
         Ok(())
-    });
-    sim.run()?;
-    assert_eq!(stored(&store, "k"), None);
+    })?;
+    assert_eq!(stored, None);
     Ok(())
 }
 
@@ -151,10 +147,8 @@ fn a_late_reply_to_an_abandoned_request_is_never_taken_for_another() -> turmoil:
     // One port for the client's sockets: the next request's socket has the
     // abandoned one's port, so the late reply reaches it and must be told
     // apart by its number.
-    let (mut sim, exchange, store) =
-        world_with_ports(OpFaults { latency: Latency::Fixed { ms: 500 }, ..OpFaults::default() }, 49152..=49152);
-    sim.client("client", async move {
-        let transport = SimTransport::new("s3:9000", exchange);
+    let write = OpFaults { latency: Latency::Fixed { ms: 500 }, ..OpFaults::default() };
+    let stored = run_client(write, 49152..=49152, |transport| async move {
         // The write's reply comes about 510 ms after it was sent; the
         // client gives up after 100 ms, and its next request (a read, not
         // slowed) is still waiting for its own answer when that reply comes.
@@ -166,8 +160,7 @@ fn a_late_reply_to_an_abandoned_request_is_never_taken_for_another() -> turmoil:
         assert_eq!(read.status(), 200, "the read took another request's reply");
         assert_eq!(read.body().as_ref(), b"slow");
         Ok(())
-    });
-    sim.run()?;
-    assert_eq!(stored(&store, "k").as_deref(), Some(&b"slow"[..]));
+    })?;
+    assert_eq!(stored.as_deref(), Some(&b"slow"[..]));
     Ok(())
 }
