@@ -168,6 +168,53 @@ impl MemberSet {
         self.position(id).map(|index| &self.members[index])
     }
 
+    /// Whether this set holds every member of `earlier`, each with the same
+    /// address and capacity, and weighs keys as `earlier` does.
+    ///
+    /// Then each key's owner here is either its owner in `earlier` or a
+    /// member that `earlier` lacks: the weights of the members both sets
+    /// hold are the same, and so is the tie rule between them. A member of
+    /// both therefore owns here only keys it owned in `earlier`, and a
+    /// caller that knows those keys need weigh only them again after a join.
+    ///
+    /// ```
+    /// use hoplock_hrw::{Member, MemberSet};
+    ///
+    /// let before = MemberSet::new(["a", "b"].map(|id| Member::new(id, "")));
+    /// let after = MemberSet::new(["a", "b", "c"].map(|id| Member::new(id, "")));
+    /// assert!(after.extends(&before));
+    /// assert!(!before.extends(&after));
+    /// for key in (0..1000).map(|i| i.to_string()) {
+    ///     if after.is_owner(&key, "a") {
+    ///         assert!(before.is_owner(&key, "a"));
+    ///     }
+    /// }
+    /// ```
+    pub fn extends(&self, earlier: &MemberSet) -> bool {
+        // An empty set owns nothing, whatever it would weigh keys by.
+        if earlier.is_empty() {
+            return true;
+        }
+        if self.options.weight_fn != earlier.options.weight_fn || self.is_weighted() != earlier.is_weighted() {
+            return false;
+        }
+        // Both lists are sorted by id with ids unique, so one pass over this
+        // set finds each of `earlier`'s members in order.
+        let mut here = 0;
+        for (there, member) in earlier.members.iter().enumerate() {
+            while here < self.members.len() && self.members[here].id < member.id {
+                here += 1;
+            }
+            let same =
+                self.members.get(here) == Some(member) && self.capacities.get(here) == earlier.capacities.get(there);
+            if !same {
+                return false;
+            }
+            here += 1;
+        }
+        true
+    }
+
     fn position(&self, id: &str) -> Option<usize> {
         self.members.binary_search_by(|m| m.id.as_str().cmp(id)).ok()
     }
@@ -482,7 +529,60 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_set_extends_only_sets_whose_members_it_keeps_unchanged() {
+        let one = NonZeroU32::MIN;
+        let two = NonZeroU32::new(2).unwrap();
+        let plain = |ids: &[&str]| set(ids, WeightFn::Fast, Simd::Auto);
+        let weighted = |members: &[(&str, &str, NonZeroU32)]| {
+            MemberSet::weighted(members.iter().map(|&(id, addr, cap)| (Member::new(id, addr), cap)), Options::default())
+        };
+        assert!(plain(&["a", "b"]).extends(&plain(&["a", "b"])));
+        assert!(plain(&["a", "b"]).extends(&MemberSet::default()));
+        assert!(weighted(&[("a", "", two)]).extends(&MemberSet::default()), "an empty set owns nothing");
+        assert!(plain(&["a", "c", "e"]).extends(&plain(&["c"])));
+        assert!(!plain(&["a", "c"]).extends(&plain(&["b"])), "a member left");
+        assert!(!plain(&["a"]).extends(&plain(&["a", "b"])), "a member left");
+        assert!(!set(&["a", "b"], WeightFn::GoSha256, Simd::Auto).extends(&plain(&["a"])), "another weight");
+        let moved = MemberSet::new([Member::new("a", "there")]);
+        assert!(!moved.extends(&MemberSet::new([Member::new("a", "here")])), "another address");
+        assert!(weighted(&[("a", "", one), ("b", "", two)]).extends(&weighted(&[("a", "", one)])));
+        assert!(!weighted(&[("a", "", two)]).extends(&weighted(&[("a", "", one)])), "another capacity");
+        assert!(!weighted(&[("a", "", one)]).extends(&plain(&["a"])), "weighted against unweighted");
+    }
+
     proptest! {
+        #[test]
+        fn an_extended_set_moves_keys_only_to_its_new_members(
+            ids in proptest::collection::btree_set("[a-z0-9]{1,6}", 1..50),
+            split in 0usize..50,
+            keys in proptest::collection::vec(".{0,12}", 1..40),
+            weight_fn in prop_oneof![Just(WeightFn::Fast), Just(WeightFn::GoSha256)],
+            weighted_by in proptest::option::of(1u32..4),
+        ) {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let build = |ids: &[&str]| {
+                let options = Options { weight_fn, ..Options::default() };
+                match weighted_by {
+                    // A capacity per id, so both sets give each member the same one.
+                    Some(spread) => MemberSet::weighted(
+                        ids.iter().map(|id| (Member::new(*id, ""), NonZeroU32::new(1 + id.len() as u32 % spread).unwrap())),
+                        options,
+                    ),
+                    None => MemberSet::with_options(ids.iter().map(|id| Member::new(*id, "")), options),
+                }
+            };
+            let earlier = build(&ids[..split.min(ids.len())]);
+            let later = build(&ids);
+            prop_assert!(later.extends(&earlier));
+            for key in &keys {
+                let owner = later.owner(key).unwrap();
+                if earlier.get(&owner.id).is_some() {
+                    prop_assert_eq!(earlier.owner(key), Some(owner));
+                }
+            }
+        }
+
         #[test]
         fn simd_and_scalar_sets_agree(ids in proptest::collection::btree_set("[a-z0-9]{0,6}", 0..60),
                                       key in ".{0,20}", n in 0usize..8) {

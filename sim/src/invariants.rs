@@ -409,20 +409,26 @@ pub fn unpaused_us(start: u64, end: u64, pauses: &[(u64, u64)]) -> u64 {
     (end - start) - paused
 }
 
+/// The acting intervals of a keyed world's history, which its checkers and
+/// its figures both read; none for an elector world, whose checkers do not.
+pub fn acting_intervals(entries: &[Entry], context: &Context) -> keyed_acting::Intervals {
+    if context.keyed.is_some() { keyed_acting::intervals(entries) } else { keyed_acting::Intervals::default() }
+}
+
 /// Runs every checker that judges this kind of world, in report order.
-pub fn check_all(entries: &[Entry], context: &Context) -> Vec<Violation> {
+/// `acting` is [`acting_intervals`] of the same history, worked out once
+/// for the checkers and the run's figures.
+pub fn check_all(entries: &[Entry], context: &Context, acting: &keyed_acting::Intervals) -> Vec<Violation> {
     // Keyed members hold no election lease, so the lease checkers have
     // nothing to read there and the keyed ones replace them; the baseline's
     // keys follow no HRW view, so only the checkers that hold for any
-    // single-writer scheme judge it. The acting intervals are read once.
+    // single-writer scheme judge it.
     let kind = match &context.keyed {
         None => Worlds::Elector,
         Some(keyed) if keyed.leases_per_key => Worlds::Keyed,
         Some(_) => Worlds::KeyedViews,
     };
-    let acting =
-        if kind == Worlds::Elector { keyed_acting::Intervals::default() } else { keyed_acting::intervals(entries) };
-    let run = Run { entries, context, acting: &acting };
+    let run = Run { entries, context, acting };
     let mut violations = Vec::new();
     for checker in CHECKERS.iter().filter(|checker| checker.worlds.judge(kind)) {
         (checker.check)(&run, &mut violations);

@@ -291,8 +291,9 @@ pub fn run(world: &World, seed: u64) -> Result<Report, SimError> {
     // keeping the recording order between equal times.
     entries.sort_by_key(|entry| entry.at_us);
     let context = Context { contention, ..checker_context(world) };
-    let violations = invariants::check_all(&entries, &context);
-    let stats = stats(world, &entries, &context, fault_counts, started.elapsed());
+    let acting = invariants::acting_intervals(&entries, &context);
+    let violations = invariants::check_all(&entries, &context, &acting);
+    let stats = stats(world, &entries, &context, &acting, fault_counts, started.elapsed());
     Ok(Report { seed, trace_hash: trace_hash(&entries), entries, violations, stats })
 }
 
@@ -330,8 +331,9 @@ pub fn judge(world: &World, mut entries: Vec<Entry>, recorded: Recorded) -> Repo
         tick_us: base.tick_us.max(recorded.tick_us),
         ..base
     };
-    let violations = invariants::check_all(&entries, &context);
-    let stats = stats(world, &entries, &context, recorded.faults, recorded.wall);
+    let acting = invariants::acting_intervals(&entries, &context);
+    let violations = invariants::check_all(&entries, &context, &acting);
+    let stats = stats(world, &entries, &context, &acting, recorded.faults, recorded.wall);
     Report { seed: recorded.seed, trace_hash: trace_hash(&entries), entries, violations, stats }
 }
 

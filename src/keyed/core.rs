@@ -275,7 +275,22 @@ impl Core {
             Some(seen) => seen.set.clone(),
             None => {
                 let set = Arc::new(record.member_set());
-                self.owned = self.keys.iter().filter(|k| set.is_owner(k.as_str(), &self.me.id)).cloned().collect();
+                let owns = |key: &String| set.is_owner(key.as_str(), &self.me.id);
+                let is_member = |set: &MemberSet| set.get(&self.me.id).is_some();
+                self.owned = match &self.newest {
+                    // A member reads the object before its join lands, and
+                    // outside the set it owns nothing.
+                    _ if !is_member(&set) => Vec::new(),
+                    // Others only joined this member: a key can move only
+                    // to one of them, so this member's keys now are among
+                    // those it owned, and the other keys need not be
+                    // weighed. Most view changes are joins, and a member
+                    // owns only its share of the keys.
+                    Some(seen) if is_member(&seen.set) && set.extends(&seen.set) => {
+                        std::mem::take(&mut self.owned).into_iter().filter(owns).collect()
+                    }
+                    _ => self.keys.iter().filter(|key| owns(key)).cloned().collect(),
+                };
                 self.owned_lookup = self.owned.iter().cloned().collect();
                 self.index_running();
                 set

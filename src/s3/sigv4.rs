@@ -404,6 +404,6 @@ mod authorization;
 use authorization::*;
 pub use authorization::{Authorization, AuthorizationError};
 mod verify;
-pub use verify::{VerifyError, verify};
+pub use verify::{Verifier, VerifyError, verify};
 #[cfg(test)]
 mod tests;

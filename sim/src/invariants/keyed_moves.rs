@@ -44,17 +44,23 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
         .iter()
         .map(|(view, (_, ids, _, _))| (*view, MemberSet::new(ids.iter().map(|id| Member::new(id, "")))))
         .collect();
+    // Each view's owner of every key, weighed once: the comparisons below
+    // and the starts look them up by key number.
     let keys: Vec<String> = (0..keyed.keys).map(|k| format!("k{k}")).collect();
-    for ((&(line_before, before), old), (&(line_after, after), new)) in sets.iter().zip(sets.iter().skip(1)) {
+    let owners: BTreeMap<(usize, u64), Vec<Option<&str>>> = sets
+        .iter()
+        .map(|(view, set)| (*view, keys.iter().map(|key| set.owner(key).map(|m| m.id.as_str())).collect()))
+        .collect();
+    for ((&(line_before, before), old), (&(line_after, after), new)) in owners.iter().zip(owners.iter().skip(1)) {
         if line_before != line_after || after != before + 1 {
             continue;
         }
         let (at_us, _, change, concerned) = &views[&(line_after, after)];
-        let moved: Vec<&String> = keys.iter().filter(|k| old.owner(k.as_str()) != new.owner(k.as_str())).collect();
-        let predicted: Vec<&String> = match change.as_str() {
-            "join" => keys.iter().filter(|k| new.is_owner(k.as_str(), concerned)).collect(),
-            _ => keys.iter().filter(|k| old.is_owner(k.as_str(), concerned)).collect(),
-        };
+        let moved: Vec<usize> = (0..keys.len()).filter(|&k| old[k] != new[k]).collect();
+        // A join moves the keys the joiner now owns; a leave or an
+        // eviction those the removed member owned.
+        let predicting = if change == "join" { new } else { old };
+        let predicted: Vec<usize> = (0..keys.len()).filter(|&k| predicting[k] == Some(concerned.as_str())).collect();
         if moved != predicted {
             let extra =
                 moved.iter().find(|k| !predicted.contains(k)).or_else(|| predicted.iter().find(|k| !moved.contains(k)));
@@ -67,7 +73,7 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
                     "view {after} ({change} of {concerned}) moved {} keys where HRW predicts {}; first differing: {}",
                     moved.len(),
                     predicted.len(),
-                    extra.map_or("-", |k| k.as_str())
+                    extra.map_or("-", |&k| keys[k].as_str())
                 ),
             });
             break;
@@ -75,9 +81,14 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
     }
     for (key, all) in intervals {
         for acting in all {
-            let Some(set) = sets.get(&(lineage(acting.start_us), acting.round)) else { continue };
-            let owner = set.owner(format!("k{key}")).map(|m| m.id.clone());
-            if owner.as_deref() != Some(keyed.id_of(&acting.node)) {
+            let view = (lineage(acting.start_us), acting.round);
+            let (Some(set), Some(view_owners)) = (sets.get(&view), owners.get(&view)) else { continue };
+            let owner = match view_owners.get(*key as usize) {
+                Some(owner) => *owner,
+                // A key past the world's keys was not weighed above.
+                None => set.owner(format!("k{key}")).map(|m| m.id.as_str()),
+            };
+            if owner != Some(keyed.id_of(&acting.node)) {
                 violations.push(Violation {
                     property: Property::KeyedMoves,
                     at_us: acting.start_us,
@@ -88,7 +99,7 @@ pub fn check(entries: &[Entry], intervals: &Intervals, context: &Context, violat
                         acting.node,
                         acting.round,
                         acting.round,
-                        owner.as_deref().unwrap_or("nobody")
+                        owner.unwrap_or("nobody")
                     ),
                 });
                 break;

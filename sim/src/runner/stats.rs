@@ -137,6 +137,7 @@ pub(super) fn stats(
     world: &World,
     entries: &[Entry],
     context: &Context,
+    acting: &invariants::keyed_acting::Intervals,
     faults: BTreeMap<String, usize>,
     cpu: Duration,
 ) -> Stats {
@@ -161,14 +162,13 @@ pub(super) fn stats(
     let (mut join_handoffs_us, mut create_handoffs_us, mut rewrite_stops_us) = (Vec::new(), Vec::new(), Vec::new());
     let (mut eviction_delays_us, mut eviction_handoffs_us, mut abandon_stops_us) = (Vec::new(), Vec::new(), Vec::new());
     if let Some(keyed) = &context.keyed {
-        let acting = invariants::keyed_acting::intervals(entries);
-        (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, &acting);
-        join_handoffs_us = crate::keyed_handoffs::joins(entries, &acting, keyed);
-        create_handoffs_us = crate::keyed_handoffs::creations(entries, &acting);
-        rewrite_stops_us = crate::keyed_rewrites::rewrite_stops(entries, &acting, context.end_us);
+        (leave_handoffs_us, crash_handoffs_us) = crate::keyed_handoffs::handoffs(entries, acting);
+        join_handoffs_us = crate::keyed_handoffs::joins(entries, acting, keyed);
+        create_handoffs_us = crate::keyed_handoffs::creations(entries, acting);
+        rewrite_stops_us = crate::keyed_rewrites::rewrite_stops(entries, acting, context.end_us);
         eviction_delays_us = crate::keyed_evictions::delays(entries, keyed);
-        eviction_handoffs_us = crate::keyed_evictions::handoffs(entries, &acting, keyed);
-        abandon_stops_us = crate::keyed_abandons::abandon_stops(entries, &acting);
+        eviction_handoffs_us = crate::keyed_evictions::handoffs(entries, acting, keyed);
+        abandon_stops_us = crate::keyed_abandons::abandon_stops(entries, acting);
         (stale_keyed, fenced_writes) = invariants::keyed_fencing::refused_writes(entries);
     }
     Stats {

@@ -601,3 +601,39 @@ fn the_member_that_renewed_longest_ago_never_holds_back() {
     }
     assert!(held_back > 0, "the schedule must make members hold back for the check to mean anything");
 }
+
+#[test]
+fn the_keys_owned_after_joins_and_a_leave_are_those_every_key_weighed_gives() {
+    // After a join only the keys a member owned are weighed again; after a
+    // leave every key is. Either way the result must be the full weighing.
+    let keys = keys();
+    let mut cores: Vec<Core> = ["a", "b", "c", "d"].into_iter().map(|id| core(id, &keys)).collect();
+    let mut object = Object::default();
+    let weighed = |core: &Core| -> Vec<String> {
+        let set = core.newest().unwrap().record.member_set();
+        keys.iter().filter(|key| set.is_owner(key.as_str(), &core.me.id)).cloned().collect()
+    };
+    let mut t = 0;
+    for joiner in 0..cores.len() {
+        step(&mut cores[joiner], &mut object, at(t));
+        t += 100;
+        for core in &mut cores[..joiner] {
+            core.observe(object.read(), at(t));
+            assert_eq!(core.owned, weighed(core), "{} after the join of member {joiner}", core.me.id);
+        }
+    }
+    assert_eq!(object.record.as_ref().unwrap().entries.len(), 4);
+    let owned_before_leave = cores[0].owned.len();
+    cores[3].begin_leave();
+    for _ in 0..3 {
+        t += 1_000;
+        for core in &mut cores {
+            step(core, &mut object, at(t));
+        }
+    }
+    assert_eq!(object.record.as_ref().unwrap().entries.len(), 3, "d left");
+    for core in &cores[..3] {
+        assert_eq!(core.owned, weighed(core), "{} after d left", core.me.id);
+    }
+    assert!(cores[0].owned.len() >= owned_before_leave, "a leave only hands keys on");
+}

@@ -351,3 +351,25 @@ fn verify_accepts_unsigned_payload() {
     request.headers_mut().insert(AUTHORIZATION, HeaderValue::from_str(&authorization).unwrap());
     verify(&request, "SK", now, MAX_CLOCK_SKEW).unwrap();
 }
+
+#[test]
+fn a_verifier_checks_each_day_and_region_with_its_own_key() {
+    // The verifier keeps one derived key; a request of another day or
+    // region must get that day's and region's key, not the cached one.
+    let verifier = Verifier::new("SK");
+    let credentials = Credentials::new("AK", "SK");
+    let day = Duration::from_secs(86_400);
+    for (offset, region) in
+        [(Duration::ZERO, "us-east-1"), (day, "us-east-1"), (day, "eu-west-1"), (2 * day, "eu-west-1")]
+    {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000) + offset;
+        let mut request = Request::get("http://127.0.0.1:9000/bucket/key").body(Vec::new()).unwrap();
+        sign(&mut request, &credentials, region, now).unwrap();
+        assert_eq!(verifier.verify(&request, now, MAX_CLOCK_SKEW), verify(&request, "SK", now, MAX_CLOCK_SKEW));
+        assert!(verifier.verify(&request, now, MAX_CLOCK_SKEW).is_ok(), "{region} on day {offset:?}");
+        let mut forged = Request::get("http://127.0.0.1:9000/bucket/key").body(Vec::new()).unwrap();
+        sign(&mut forged, &Credentials::new("AK", "not the secret"), region, now).unwrap();
+        let err = verifier.verify(&forged, now, MAX_CLOCK_SKEW).unwrap_err();
+        assert_eq!(err.s3_code(), "SignatureDoesNotMatch", "a cached key must not pass a forged signature");
+    }
+}

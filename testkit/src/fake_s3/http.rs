@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hoplock::clock::{Clock, Instant};
-use hoplock::s3::sigv4::{self, Authorization, MAX_CLOCK_SKEW, VerifyError};
+use hoplock::s3::sigv4::{Authorization, MAX_CLOCK_SKEW, Verifier, VerifyError};
 use hoplock::s3::xml::{escape, format_http_date};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, HOST, LAST_MODIFIED};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
@@ -103,7 +103,8 @@ struct Inner {
     store: Mutex<Store>,
     mode: ProviderMode,
     faults: Faults,
-    credentials: BTreeMap<String, String>,
+    /// A verifier per access key id, each caching its signing key.
+    credentials: BTreeMap<String, Verifier>,
     clock: Arc<dyn Clock>,
     rng: Mutex<Rng>,
     observer: Option<Observer>,

@@ -7,7 +7,7 @@ impl FakeS3 {
     pub(super) fn authenticate(&self, request: &Request<Bytes>) -> Result<(), S3Failure> {
         let authorization =
             Authorization::from_request(request).map_err(|err| S3Failure::from_verify(&err, request))?;
-        let Some(secret) = self.inner.credentials.get(authorization.access_key_id()) else {
+        let Some(verifier) = self.inner.credentials.get(authorization.access_key_id()) else {
             return Err(S3Failure::new(
                 403,
                 "InvalidAccessKeyId",
@@ -15,7 +15,8 @@ impl FakeS3 {
             )
             .with("AWSAccessKeyId", authorization.access_key_id()));
         };
-        sigv4::verify(request, secret, self.inner.clock.wall(), MAX_CLOCK_SKEW)
+        verifier
+            .verify(request, self.inner.clock.wall(), MAX_CLOCK_SKEW)
             .map(|_| ())
             .map_err(|err| S3Failure::from_verify(&err, request))
     }

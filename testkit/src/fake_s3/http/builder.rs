@@ -111,7 +111,7 @@ impl FakeS3Builder {
                 store: Mutex::new(store),
                 mode: self.mode,
                 faults: self.faults,
-                credentials: self.credentials,
+                credentials: self.credentials.into_iter().map(|(id, secret)| (id, Verifier::new(secret))).collect(),
                 clock: self.clock,
                 rng: Mutex::new(Rng::new(self.seed)),
                 observer: self.observer,
