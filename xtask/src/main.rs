@@ -8,6 +8,7 @@ use std::process::ExitCode;
 // headers, bodies and history entries), and jemalloc serves that faster
 // than the system allocator; mimalloc was measured slower still. The
 // allocator decides no outcome: every trace is the same under either.
+#[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
