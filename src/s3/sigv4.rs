@@ -151,14 +151,7 @@ pub enum SignError {
 pub struct Signer {
     credentials: Credentials,
     region: String,
-    /// The signing key of the most recent date signed for.
-    key_cache: Mutex<Option<CachedKey>>,
-}
-
-#[derive(Clone, Copy)]
-struct CachedKey {
-    date: [u8; 8],
-    key: [u8; 32],
+    key_cache: KeyCache,
 }
 
 impl fmt::Debug for Signer {
@@ -179,7 +172,7 @@ impl Signer {
     pub fn new(credentials: Credentials, region: impl Into<String>) -> Result<Self, SignError> {
         let region = region.into();
         validate_scope_parts(&credentials.access_key_id, &region)?;
-        Ok(Self { credentials, region, key_cache: Mutex::new(None) })
+        Ok(Self { credentials, region, key_cache: KeyCache::default() })
     }
 
     /// The credentials this signer signs with.
@@ -195,22 +188,8 @@ impl Signer {
     /// Signs `request` as of `now`; see [`sign`] for what it adds.
     pub fn sign<B: AsRef<[u8]>>(&self, request: &mut Request<B>, now: SystemTime) -> Result<(), SignError> {
         let time = AmzTime::from_system_time(now)?;
-        let key = self.signing_key(&time.date);
+        let key = self.key_cache.key(&self.credentials.secret_access_key, &time.date, &self.region);
         sign_with_key(request, &self.credentials, &self.region, SERVICE, &time, &key)
-    }
-
-    fn signing_key(&self, date: &[u8; 8]) -> [u8; 32] {
-        // A poisoned lock only means another thread panicked while holding
-        // it; the cached value is still a whole key or nothing, so use it.
-        let mut cache = self.key_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(cached) = *cache
-            && cached.date == *date
-        {
-            return cached.key;
-        }
-        let key = derive_signing_key(&self.credentials.secret_access_key, date, &self.region, SERVICE);
-        *cache = Some(CachedKey { date: *date, key });
-        key
     }
 }
 

@@ -227,6 +227,38 @@ pub(super) fn derive_signing_key(secret: &str, date: &[u8; 8], region: &str, ser
     hmac(&service_key, b"aws4_request")
 }
 
+/// The signing key of the most recent date and region, for one secret. The
+/// key changes only with those, so once a day for one region, and deriving
+/// it costs four HMACs: the [`Signer`] and the [`Verifier`] each keep one
+/// of these rather than derive it for every request.
+#[derive(Default)]
+pub(super) struct KeyCache(Mutex<Option<ScopedKey>>);
+
+/// A signing key with the date and region it was derived for.
+struct ScopedKey {
+    date: [u8; 8],
+    region: String,
+    key: [u8; 32],
+}
+
+impl KeyCache {
+    /// The S3 signing key of `secret` for `date` and `region`.
+    pub(super) fn key(&self, secret: &str, date: &[u8; 8], region: &str) -> [u8; 32] {
+        // A poisoned lock only means another thread panicked while holding
+        // it; the cached value is still a whole key or nothing, so use it.
+        let mut cache = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(cached) = cache.as_ref()
+            && cached.date == *date
+            && cached.region == region
+        {
+            return cached.key;
+        }
+        let key = derive_signing_key(secret, date, region, SERVICE);
+        *cache = Some(ScopedKey { date: *date, region: region.to_owned(), key });
+        key
+    }
+}
+
 pub(super) fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     // HMAC takes keys of any length (a long one is hashed first), so this
     // constructor cannot fail; it returns a `Result` only because the

@@ -152,15 +152,7 @@ pub fn verify<B: AsRef<[u8]>>(
 /// ```
 pub struct Verifier {
     secret_access_key: String,
-    /// The signing key of the most recent date and region checked.
-    key_cache: Mutex<Option<ScopedKey>>,
-}
-
-/// A signing key with the date and region it was derived for.
-struct ScopedKey {
-    date: [u8; 8],
-    region: String,
-    key: [u8; 32],
+    key_cache: KeyCache,
 }
 
 impl fmt::Debug for Verifier {
@@ -172,7 +164,7 @@ impl fmt::Debug for Verifier {
 impl Verifier {
     /// A verifier for requests signed with `secret_access_key`.
     pub fn new(secret_access_key: impl Into<String>) -> Self {
-        Self { secret_access_key: secret_access_key.into(), key_cache: Mutex::new(None) }
+        Self { secret_access_key: secret_access_key.into(), key_cache: KeyCache::default() }
     }
 
     /// Verifies `request` as [`verify`] does with this verifier's secret.
@@ -182,20 +174,7 @@ impl Verifier {
         now: SystemTime,
         max_skew: Duration,
     ) -> Result<Authorization, VerifyError> {
-        verify_with(request, now, max_skew, |date, region| {
-            // A poisoned lock only means another thread panicked while
-            // holding it; the cached value is still a whole key or nothing.
-            let mut cache = self.key_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(cached) = cache.as_ref()
-                && cached.date == *date
-                && cached.region == region
-            {
-                return cached.key;
-            }
-            let key = derive_signing_key(&self.secret_access_key, date, region, SERVICE);
-            *cache = Some(ScopedKey { date: *date, region: region.to_owned(), key });
-            key
-        })
+        verify_with(request, now, max_skew, |date, region| self.key_cache.key(&self.secret_access_key, date, region))
     }
 }
 
