@@ -9,17 +9,92 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Formats `time` as `YYYY-MM-DDTHH:MM:SS.mmmZ`. Times before 1970 print as
 /// the epoch; the library never writes such times.
 pub fn format(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_millis()
-    )
+    let civil = Civil::of(time);
+    let mut out = String::with_capacity(24);
+    push_number(&mut out, civil.year, 4);
+    out.push('-');
+    push_number(&mut out, civil.month, 2);
+    out.push('-');
+    push_number(&mut out, civil.day, 2);
+    out.push('T');
+    civil.push_clock(&mut out);
+    out.push('.');
+    push_number(&mut out, civil.millis, 3);
+    out.push('Z');
+    out
+}
+
+/// A UTC instant in the calendar fields the formatters here and the S3
+/// dates write. Every timestamp the library writes goes through it, once
+/// per request on the S3 path, so it is worked out by arithmetic and
+/// written digit by digit rather than through `format!`.
+pub(crate) struct Civil {
+    /// The year, 1970 or later; past 9999 it has more than four digits.
+    pub(crate) year: u64,
+    pub(crate) month: u64,
+    pub(crate) day: u64,
+    pub(crate) hour: u64,
+    pub(crate) minute: u64,
+    pub(crate) second: u64,
+    pub(crate) millis: u64,
+    /// Whole days since 1970-01-01, a Thursday.
+    pub(crate) days: u64,
+}
+
+impl Civil {
+    /// The fields of `time` in UTC; times before 1970 are the epoch's.
+    pub(crate) fn of(time: SystemTime) -> Civil {
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        // At most 2^64 / 86,400 days, so the day count fits an i64 and the
+        // year, month and day that come back are positive.
+        let (year, month, day) = civil_from_days(i64::try_from(days).unwrap_or(i64::MAX));
+        let positive = |value: i64| u64::try_from(value).unwrap_or_default();
+        Civil {
+            year: positive(year),
+            month: positive(month),
+            day: positive(day),
+            hour: rem / 3600,
+            minute: rem % 3600 / 60,
+            second: rem % 60,
+            millis: u64::from(since.subsec_millis()),
+            days,
+        }
+    }
+
+    /// Appends `HH:MM:SS`.
+    pub(crate) fn push_clock(&self, out: &mut String) {
+        push_number(out, self.hour, 2);
+        out.push(':');
+        push_number(out, self.minute, 2);
+        out.push(':');
+        push_number(out, self.second, 2);
+    }
+}
+
+/// Appends `value` in decimal, with leading zeros up to `width` digits, as
+/// `{value:0width$}` would.
+pub(crate) fn push_number(out: &mut String, value: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut start = digits.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // A width past the twenty digits of any u64 is zeros before them all.
+    for _ in digits.len()..width {
+        out.push('0');
+    }
+    start = start.min(digits.len().saturating_sub(width));
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
+    }
 }
 
 /// Why a timestamp did not parse.
@@ -48,13 +123,7 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    if !valid_fields(year, month, day, hour, minute, second) {
         return Err(err());
     }
     let mut rest = &text[19..];
@@ -89,6 +158,27 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
     let secs = u64::try_from(secs).map_err(|_| err())?;
     Ok(UNIX_EPOCH + Duration::new(secs, nanos as u32))
+}
+
+/// Whether the fields name a date and a time of day: second 60 is allowed,
+/// as RFC 3339 allows a leap second.
+fn valid_fields(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> bool {
+    (1..=12).contains(&month)
+        && day >= 1
+        && day <= days_in_month(year, month)
+        && (0..=23).contains(&hour)
+        && (0..=59).contains(&minute)
+        && (0..=60).contains(&second)
+}
+
+/// The UTC instant of a date and a time of day, or `None` when the fields
+/// name none (see [`parse`] for which do) or it falls before 1970.
+pub(crate) fn from_fields(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> Option<SystemTime> {
+    if !valid_fields(year, month, day, hour, minute, second) {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
 
 fn is_leap(year: i64) -> bool {
@@ -132,6 +222,48 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// What the formatters wrote through `format!` before they wrote digit
+    /// by digit, kept as the reference they must still agree with.
+    fn format_reference(time: SystemTime) -> String {
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = civil_from_days(days as i64);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            since.subsec_millis()
+        )
+    }
+
+    proptest! {
+        // From 1970 to past the year 9999, where the year takes five digits.
+        #[test]
+        fn formats_as_format_did(secs in 0_u64..400_000_000_000, nanos in 0_u32..1_000_000_000) {
+            let time = UNIX_EPOCH + Duration::new(secs, nanos);
+            prop_assert_eq!(format(time), format_reference(time));
+        }
+
+        #[test]
+        fn from_fields_agrees_with_parse(
+            year in 1960_i64..10_000, month in 0_i64..14, day in 0_i64..33,
+            hour in 0_i64..25, minute in 0_i64..61, second in 0_i64..62,
+        ) {
+            let text = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z");
+            prop_assert_eq!(from_fields(year, month, day, hour, minute, second), parse(&text).ok());
+        }
+
+        #[test]
+        fn pushes_numbers_as_format_pads_them(value in any::<u64>(), width in 0_usize..22) {
+            let mut out = String::new();
+            push_number(&mut out, value, width);
+            prop_assert_eq!(out, format!("{value:0width$}"));
+        }
+    }
 
     #[test]
     fn formats_known_instants() {

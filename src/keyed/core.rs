@@ -19,7 +19,7 @@
 //!   for the entry's TTL, timed from the arrival of the response that first
 //!   showed it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +87,15 @@ pub(crate) struct Core {
     /// that shows up in a later read landed, and the term counts from its
     /// send (I7), however long after its sender gave up on it.
     unresolved: Vec<(String, Instant)>,
+    /// Versions that a conditional write of this member lost against,
+    /// oldest first. The store had moved past each when it refused the
+    /// write; the object's history only moves forward, and its versions do
+    /// not repeat (every write carries a fresh nonce), so a read that
+    /// returns one is stale. Within one view nothing else tells such a read
+    /// apart: renewals change nonces, not the view number. On a provider
+    /// whose versions do repeat (weak ETags, which `verify` refuses) a member
+    /// could ignore the current version until another member writes.
+    superseded: VecDeque<Version>,
 }
 
 /// Whether two records of one view number are that view: the same change
@@ -101,6 +110,11 @@ fn same_view(a: &MembershipRecord, b: &MembershipRecord) -> bool {
 /// The most unresolved writes remembered; past it the oldest is dropped,
 /// which only ever makes the term shorter.
 const MAX_UNRESOLVED: usize = 64;
+
+/// The most superseded versions remembered; past it the oldest is dropped,
+/// which only means that a read returning it is taken in again (and a write
+/// against it loses again).
+const MAX_SUPERSEDED: usize = 16;
 
 impl Core {
     pub fn new(timing: Timing, me: Identity, incarnation: String, keys: Arc<[String]>) -> Core {
@@ -124,6 +138,7 @@ impl Core {
             read_missing: false,
             active_members: None,
             unresolved: Vec::new(),
+            superseded: VecDeque::new(),
         }
     }
 
@@ -196,6 +211,13 @@ impl Core {
             // not used at all.
             return Observed::Current;
         }
+        if self.superseded.contains(&version) {
+            // A version this member's write lost against: as stale as an
+            // older view, though its view number is the newest. Taken in,
+            // it would replace a newer version already read, and the next
+            // write would lose against it again.
+            return Observed::Current;
+        }
         if self.newest.as_ref().is_some_and(|seen| seen.record.view == record.view && !same_view(&seen.record, &record))
         {
             // The same view number with other members or another change:
@@ -240,6 +262,20 @@ impl Core {
             self.last_sent = Some(self.last_sent.map_or(sent_at, |last| last.max(sent_at)));
             self.unresolved.drain(..=landed);
         }
+    }
+
+    /// A conditional write against `version` was refused because the object
+    /// had changed (or was gone): a later read that returns `version` is
+    /// stale and is not taken in.
+    pub fn lost_against(&mut self, version: Option<&Version>) {
+        let Some(version) = version else { return };
+        if self.superseded.contains(version) {
+            return;
+        }
+        if self.superseded.len() == MAX_SUPERSEDED {
+            self.superseded.pop_front();
+        }
+        self.superseded.push_back(version.clone());
     }
 
     /// A write's outcome stayed unknown after its read-back: remembered, so

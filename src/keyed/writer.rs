@@ -548,6 +548,7 @@ impl<O: ObjectBackend> KeyedWriter<O> {
             }
             Some(Err(BackendError::LeaseHeld | BackendError::NoLease)) => {
                 debug!(member = %self.shared.id, kind = ?planned.kind, "lost a write race; reading again");
+                self.shared.core().lost_against(planned.expected.as_ref());
                 Ok(Sent::Lost)
             }
             Some(Err(e)) if e.is_fatal() => Err(KeyedError::Store(e)),

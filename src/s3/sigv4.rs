@@ -307,14 +307,20 @@ fn sign_with_key<B: AsRef<[u8]>>(
         canonical_request(request.method().as_str(), request.uri(), request.headers(), &signed, &payload_hash);
     let scope = Scope { date: &time.date, region, service };
     let string_to_sign = string_to_sign(&time.date_time, &scope, &canonical);
-    let signature = hex(&hmac(key, string_to_sign.as_bytes()));
+    let signature = hmac(key, string_to_sign.as_bytes());
 
-    let authorization = format!(
-        "{ALGORITHM} Credential={}/{}, SignedHeaders={}, Signature={signature}",
-        credentials.access_key_id,
-        scope,
-        signed.join(";"),
-    );
+    // `ALGORITHM Credential=KEY/SCOPE, SignedHeaders=NAMES, Signature=HEX`,
+    // written piece by piece as it is for every request.
+    let mut authorization = String::with_capacity(256);
+    authorization.push_str(ALGORITHM);
+    authorization.push_str(" Credential=");
+    authorization.push_str(&credentials.access_key_id);
+    authorization.push('/');
+    scope.push(&mut authorization);
+    authorization.push_str(", SignedHeaders=");
+    authorization.push_str(&signed.join(";"));
+    authorization.push_str(", Signature=");
+    push_hex(&signature, &mut authorization);
     let authorization = HeaderValue::from_str(&authorization).map_err(|_| {
         // Unreachable after `validate_scope_parts`, but an error beats a
         // panic if that check ever drifts from this format.

@@ -3,7 +3,9 @@
 //! Only the few elements the backend acts on are read, with a small scanner
 //! rather than an XML library: S3 error bodies are flat and machine-written.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use crate::rfc3339::{Civil, push_number};
 
 /// The parts of an S3 `<Error>` body the backend uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,24 +75,42 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
     if parts.next()? != "GMT" {
         return None;
     }
-    let stamp = format!("{year:04}-{month:02}-{day:02}T{time}Z");
+    // Written out for the RFC 3339 parser, which checks every field.
+    let mut stamp = String::with_capacity(20 + time.len());
+    push_number(&mut stamp, year, 4);
+    stamp.push('-');
+    push_number(&mut stamp, month, 2);
+    stamp.push('-');
+    push_number(&mut stamp, day, 2);
+    stamp.push('T');
+    stamp.push_str(time);
+    stamp.push('Z');
     crate::rfc3339::parse(&stamp).ok()
 }
 
 /// Formats an IMF-fixdate, as S3 servers do.
 pub fn format_http_date(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let days = secs / 86_400;
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let stamp = crate::rfc3339::format(UNIX_EPOCH + Duration::from_secs(secs));
-    // stamp: YYYY-MM-DDTHH:MM:SS.mmmZ
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        [stamp[5..7].parse::<usize>().unwrap_or(1).clamp(1, 12) - 1];
-    format!("{weekday}, {} {month} {} {} GMT", &stamp[8..10], &stamp[0..4], &stamp[11..19])
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let civil = Civil::of(time);
+    let mut out = String::with_capacity(29);
+    out.push_str(WEEKDAYS[(civil.days % 7) as usize]);
+    out.push_str(", ");
+    push_number(&mut out, civil.day, 2);
+    out.push(' ');
+    out.push_str(MONTHS[usize::try_from(civil.month.clamp(1, 12) - 1).unwrap_or_default()]);
+    out.push(' ');
+    push_number(&mut out, civil.year, 4);
+    out.push(' ');
+    civil.push_clock(&mut out);
+    out.push_str(" GMT");
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::*;
 
     #[test]
@@ -111,6 +131,21 @@ mod tests {
         assert_eq!(format_http_date(time), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(parse_http_date("yesterday"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
+        assert_eq!(parse_http_date("Sun, 31 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49 GMT"), None);
+    }
+
+    proptest::proptest! {
+        // Every whole second from 1970 to the end of 9999 (the weekday, the
+        // day, month and year, and the time of day all come back).
+        #[test]
+        fn every_http_date_round_trips(secs in 0_u64..253_402_300_800) {
+            let time = UNIX_EPOCH + Duration::from_secs(secs);
+            let text = format_http_date(time);
+            proptest::prop_assert_eq!(text.len(), 29);
+            proptest::prop_assert_eq!(parse_http_date(&text), Some(time));
+            proptest::prop_assert_eq!(&text[..3], ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(secs / 86_400 % 7) as usize]);
+        }
     }
 
     #[test]

@@ -50,7 +50,8 @@ const USAGE: &str = "usage: cargo xtask sim [options]
   --speedup BASE NEW
                     read the --json reports of one run made by two commits
                     (side by side, --jobs 1 each) and print how much faster
-                    the second is: keyed worlds, the whole run, traces
+                    the second is: keyed worlds, the whole run, traces;
+                    with --scenario, only those scenarios of the reports
   --json            print a machine-readable report instead of the table
   --trace FILE      write the run's history as JSON lines (one run only)
   --timeline FILE   draw the run as an SVG picture (one run only)
@@ -185,8 +186,12 @@ fn parse(args: &[String]) -> Result<Options, String> {
         if options.speedup.len() != 2 {
             return Err("--speedup takes two reports: the base commit's and the new one's".into());
         }
-        if !options.merge.is_empty() || options.json || !options.scenarios.is_empty() || another_mode {
-            return Err("--speedup reads two finished reports and prints a table; it goes alone".into());
+        if !options.merge.is_empty() || options.json || another_mode {
+            return Err(
+                "--speedup reads two finished reports and prints a table; it goes alone, or with --scenario to \
+                 compare only those"
+                    .into(),
+            );
         }
     }
     if !options.merge.is_empty() {

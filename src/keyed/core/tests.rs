@@ -169,6 +169,40 @@ fn a_stale_read_never_brings_back_a_key() {
 }
 
 #[test]
+fn a_read_of_a_version_a_write_lost_against_is_not_taken_in() {
+    // Renewals change nonces, not the view: a read of a superseded version
+    // of the newest view looks current, and only the member's own lost
+    // write shows that it is not.
+    let keys = keys();
+    let (mut a, mut b) = (core("a", &keys), core("b", &keys));
+    let mut object = Object::default();
+    keep_up(&mut a, &mut object, 0, 3_000);
+    step(&mut b, &mut object, at(3_100));
+    keep_up(&mut a, &mut object, 4_000, 4_000);
+    let superseded = object.read();
+    // b renews; a, due to renew (past the time it holds back for b, whose
+    // renewal it has not seen), writes against the version it read and loses.
+    step(&mut b, &mut object, at(4_500));
+    let lost = plan(&a, at(6_000)).unwrap();
+    assert!(object.write(&lost).is_none());
+    a.lost_against(lost.expected.as_ref());
+    let current = object.read();
+    a.observe(current.clone(), at(6_100));
+    // A stale read of the version it lost against comes in after the
+    // current one: it is not taken in, and the next write is against the
+    // current version, so it lands.
+    a.observe(superseded.clone(), at(6_200));
+    assert_eq!(a.version(), current.as_ref().map(|(_, version)| version));
+    let renewal = plan(&a, at(6_200)).unwrap();
+    assert!(object.write(&renewal).is_some(), "the renewal is written against the current version");
+    // Without the lost write, the same stale read would have been taken in.
+    let mut c = core("a", &keys);
+    c.observe(current, at(6_100));
+    c.observe(superseded.clone(), at(6_200));
+    assert_eq!(c.version(), superseded.as_ref().map(|(_, version)| version));
+}
+
+#[test]
 fn an_entry_is_evicted_only_after_its_nonce_sat_still_for_its_ttl() {
     let keys = keys();
     let (mut a, mut b) = (core("a", &keys), core("b", &keys));

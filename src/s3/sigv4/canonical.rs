@@ -10,11 +10,16 @@ pub(super) struct Scope<'a> {
     pub(super) service: &'a str,
 }
 
-impl fmt::Display for Scope<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Scope<'_> {
+    /// Appends the scope, `DATE/REGION/SERVICE/aws4_request`.
+    pub(super) fn push(&self, out: &mut String) {
         // The date is always eight ASCII digits (see `AmzTime`).
-        let date = std::str::from_utf8(self.date).unwrap_or("00000000");
-        write!(f, "{date}/{}/{}/aws4_request", self.region, self.service)
+        out.push_str(std::str::from_utf8(self.date).unwrap_or("00000000"));
+        out.push('/');
+        out.push_str(self.region);
+        out.push('/');
+        out.push_str(self.service);
+        out.push_str("/aws4_request");
     }
 }
 
@@ -214,7 +219,17 @@ pub(super) fn encode(value: &str, encode_slash: bool) -> String {
 }
 
 pub(super) fn string_to_sign(date_time: &str, scope: &Scope<'_>, canonical_request: &[u8]) -> String {
-    format!("{ALGORITHM}\n{date_time}\n{scope}\n{}", hex(&Sha256::digest(canonical_request)))
+    // Written piece by piece rather than through `format!`: it is built
+    // twice for every request, once to sign and once to verify.
+    let mut out = String::with_capacity(ALGORITHM.len() + date_time.len() + 64 + 64 + 3);
+    out.push_str(ALGORITHM);
+    out.push('\n');
+    out.push_str(date_time);
+    out.push('\n');
+    scope.push(&mut out);
+    out.push('\n');
+    push_hex(&Sha256::digest(canonical_request), &mut out);
+    out
 }
 
 pub(super) fn derive_signing_key(secret: &str, date: &[u8; 8], region: &str, service: &str) -> [u8; 32] {
@@ -270,11 +285,16 @@ pub(super) fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
-    const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(bytes, &mut out);
+    out
+}
+
+/// Appends `bytes` in lower-case hex.
+pub(super) fn push_hex(bytes: &[u8], out: &mut String) {
+    const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
     for &b in bytes {
         out.push(char::from(HEX_LOWER[usize::from(b >> 4)]));
         out.push(char::from(HEX_LOWER[usize::from(b & 0x0f)]));
     }
-    out
 }

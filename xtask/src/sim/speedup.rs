@@ -21,11 +21,35 @@ pub(super) fn run(root: &Path, options: &Options) -> Result<(), String> {
         return Err("--speedup takes two reports: the base commit's and the new one's".into());
     };
     let (base, new) = (read(base)?, read(new)?);
+    let (base, new) = (only(base, &options.scenarios, "base")?, only(new, &options.scenarios, "new")?);
     let names: Vec<String> = new.iter().map(|scenario| scenario.scenario.clone()).collect();
     let keyed: BTreeMap<String, bool> =
         load(root, &names)?.into_iter().map(|named| (named.name, named.scenario.keyed.is_some())).collect();
     print!("{}", render(&base, &new, &keyed)?);
     Ok(())
+}
+
+/// The scenarios of `report` named in `wanted` (by file name, with or
+/// without a directory and `.toml`), or all of them when none are named.
+fn only(report: Vec<ReadScenario>, wanted: &[String], which: &str) -> Result<Vec<ReadScenario>, String> {
+    if wanted.is_empty() {
+        return Ok(report);
+    }
+    let wanted: Vec<&str> = wanted.iter().map(|name| bare_name(name)).collect();
+    let kept: Vec<ReadScenario> =
+        report.into_iter().filter(|scenario| wanted.contains(&bare_name(&scenario.scenario))).collect();
+    if let Some(missing) =
+        wanted.iter().find(|name| !kept.iter().any(|scenario| bare_name(&scenario.scenario) == **name))
+    {
+        return Err(format!("the {which} report has no scenario {missing}"));
+    }
+    Ok(kept)
+}
+
+/// A scenario's name without the directory and `.toml` a path gives it.
+fn bare_name(name: &str) -> &str {
+    let file = name.rsplit('/').next().unwrap_or(name);
+    file.strip_suffix(".toml").unwrap_or(file)
 }
 
 fn read(path: &Path) -> Result<Vec<ReadScenario>, String> {
@@ -125,8 +149,9 @@ fn render(base: &[ReadScenario], new: &[ReadScenario], keyed: &BTreeMap<String, 
     }
     let _ = writeln!(
         out,
-        "whole run ({} files, {runs} runs): {:.1} -> {:.1} CPU s, {:.2}x as fast",
+        "all runs ({} files, {runs} runs, {:.0} simulated s): {:.1} -> {:.1} CPU s, {:.2}x as fast",
         new.len(),
+        all_new.simulated,
         all_base.cpu,
         all_new.cpu,
         ratio(all_base.cpu, all_new.cpu)
@@ -180,8 +205,19 @@ mod tests {
         assert!(text.contains("k            2     50                133              2.67x     1/2"), "{text}");
         assert!(text.contains("keyed worlds (1 files): 50x real time -> 133x, 2.67x as fast (4.0 -> 1.5 CPU s)"));
         assert!(text.contains("slowest keyed world: k at 133x real time (base 50x)"));
-        assert!(text.contains("whole run (2 files, 3 runs): 5.0 -> 2.0 CPU s, 2.50x as fast"));
+        assert!(text.contains("all runs (2 files, 3 runs, 1200 simulated s): 5.0 -> 2.0 CPU s, 2.50x as fast"));
         assert!(text.contains("trace hashes: 2 unchanged, 1 changed; as expected: base 2/2, new 1/2"));
+    }
+
+    #[test]
+    fn scenarios_named_are_the_only_ones_compared() {
+        let report =
+            || vec![scenario("dir/k.toml", &[(0, "a", 1.0, 1.0)], true), scenario("e", &[(0, "c", 1.0, 1.0)], true)];
+        let kept = only(report(), &["k".to_string()], "base").unwrap();
+        assert_eq!(kept.iter().map(|s| s.scenario.as_str()).collect::<Vec<_>>(), ["dir/k.toml"]);
+        assert_eq!(only(report(), &[], "base").unwrap().len(), 2);
+        let missing = only(report(), &["k".to_string(), "gone.toml".to_string()], "new").err();
+        assert_eq!(missing.as_deref(), Some("the new report has no scenario gone"));
     }
 
     #[test]
