@@ -123,9 +123,7 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !valid_fields(year, month, day, hour, minute, second) {
-        return Err(err());
-    }
+    let local_secs = epoch_secs(year, month, day, hour, minute, second).ok_or_else(err)?;
     let mut rest = &text[19..];
     let mut nanos: u64 = 0;
     if let Some(fraction) = rest.strip_prefix('.') {
@@ -154,30 +152,27 @@ pub fn parse(text: &str) -> Result<SystemTime, ParseError> {
         }
         _ => return Err(err()),
     };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
-    let secs = u64::try_from(secs).map_err(|_| err())?;
+    let secs = u64::try_from(local_secs - offset_secs).map_err(|_| err())?;
     Ok(UNIX_EPOCH + Duration::new(secs, nanos as u32))
 }
 
-/// Whether the fields name a date and a time of day: second 60 is allowed,
+/// Seconds since 1970-01-01T00:00:00 of a date and a time of day (negative
+/// before it), or `None` when the fields name none: second 60 is allowed,
 /// as RFC 3339 allows a leap second.
-fn valid_fields(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> bool {
-    (1..=12).contains(&month)
+fn epoch_secs(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> Option<i64> {
+    let valid = (1..=12).contains(&month)
         && day >= 1
         && day <= days_in_month(year, month)
         && (0..=23).contains(&hour)
         && (0..=59).contains(&minute)
-        && (0..=60).contains(&second)
+        && (0..=60).contains(&second);
+    valid.then(|| days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
 /// The UTC instant of a date and a time of day, or `None` when the fields
 /// name none (see [`parse`] for which do) or it falls before 1970.
 pub(crate) fn from_fields(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64) -> Option<SystemTime> {
-    if !valid_fields(year, month, day, hour, minute, second) {
-        return None;
-    }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let secs = epoch_secs(year, month, day, hour, minute, second)?;
     Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
 

@@ -634,7 +634,9 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(bytes.len() * 2);
+    super::store::push_hex(bytes, &mut out);
+    out
 }
 
 #[cfg(test)]

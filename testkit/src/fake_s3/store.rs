@@ -76,17 +76,21 @@ impl Object {
 
 /// The quoted hex MD5 of `body`: the ETag S3 gives it.
 pub fn etag_of(body: &[u8]) -> String {
-    let digest = Md5::digest(body);
     let mut etag = String::with_capacity(34);
     etag.push('"');
-    // Nibble by nibble rather than through `write!`: every PUT takes one.
-    const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
-    for byte in digest {
-        etag.push(char::from(HEX_LOWER[usize::from(byte >> 4)]));
-        etag.push(char::from(HEX_LOWER[usize::from(byte & 0x0f)]));
-    }
+    push_hex(&Md5::digest(body), &mut etag);
     etag.push('"');
     etag
+}
+
+/// Appends `bytes` in lower-case hex, nibble by nibble rather than through
+/// `write!`: every PUT writes an ETag.
+pub(crate) fn push_hex(bytes: &[u8], out: &mut String) {
+    const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+    for &byte in bytes {
+        out.push(char::from(HEX_LOWER[usize::from(byte >> 4)]));
+        out.push(char::from(HEX_LOWER[usize::from(byte & 0x0f)]));
+    }
 }
 
 /// The quoted ETag of a body of `len` bytes written at `now` under

@@ -172,6 +172,10 @@ async fn authentication_failures_get_s3_codes() {
     *tampered.body_mut() = Bytes::from_static(b"HELLO");
     let response = send(&s3, tampered).await;
     assert_eq!((response.status().as_u16(), code(&response)), (400, "XAmzContentSHA256Mismatch".into()));
+    // The hash S3 computed is of the body it received, in lower-case hex.
+    let body = String::from_utf8_lossy(response.body());
+    let computed = "3733cd977ff8eb18b987357e22ced99f46097f31ecb239e878ae63760e83e4d5";
+    assert!(body.contains(&format!("<S3ComputedContentSHA256>{computed}</S3ComputedContentSHA256>")), "{body}");
     assert!(s3.object("b", "k").is_none());
 }
 
